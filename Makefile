@@ -1,0 +1,39 @@
+# Everything a newcomer needs: `make run` (service) and `make test` (suite).
+PYTHON ?= $(shell command -v python3.13 2>/dev/null || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed-requirements
+
+.PHONY: install setup run test bench-tracking db-stop clean
+
+$(INSTALLED): requirements.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@cp requirements.txt $(INSTALLED)
+
+install: $(INSTALLED)
+
+# Databases (embedded PostgreSQL unless DATABASE_URL is set), migrations, admin login, static files.
+setup: install
+	$(BIN)/python manage.py ensuredatabases
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py migrate --noinput --database pipeline
+	$(BIN)/python manage.py ensureadmin
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+
+# Web server and worker in the foreground (Ctrl-C stops both); see Procfile.
+run: setup
+	$(BIN)/honcho start -f Procfile
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench-tracking: install
+	$(BIN)/python bench/tracking_api.py $(BENCH_ARGS)
+
+# Stop the embedded PostgreSQL (it keeps running between commands otherwise).
+db-stop: install
+	$(BIN)/python manage.py embeddedpg stop
+
+clean: db-stop
+	rm -rf $(VENV) staticfiles

@@ -1,0 +1,168 @@
+"""Shared plumbing for the benchmarks: scratch databases, a real gunicorn, an HTTP client.
+
+Benchmarks run against fresh ``bench_control`` / ``bench_pipeline`` databases on the
+server the project is configured for (the embedded PostgreSQL unless DATABASE_URL is
+set), so they never touch development data.
+"""
+
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+from psycopg import sql
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+BENCH_DATABASES = {"default": "bench_control", "pipeline": "bench_pipeline"}
+
+
+def server_params() -> dict:
+    """psycopg parameters of the configured server (its maintenance database)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pipeline_project.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from pipeline_project.databases import connection_params
+
+    params = connection_params("default")
+    params["dbname"] = "postgres"
+    return {key: params[key] for key in ("host", "port", "user", "password", "dbname") if params.get(key)}
+
+
+def database_url(params: dict, name: str) -> str:
+    host = quote(params.get("host", "localhost"), safe="")
+    port = f":{params['port']}" if params.get("port") else ""
+    password = f":{quote(params['password'], safe='')}" if params.get("password") else ""
+    return f"postgres://{params.get('user', 'postgres')}{password}@{host}{port}/{name}"
+
+
+def create_bench_databases(params: dict) -> dict:
+    """Drop and recreate the bench databases, migrate them; return the env that selects them."""
+    with psycopg.connect(**params, autocommit=True) as conn:
+        for name in BENCH_DATABASES.values():
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(params, BENCH_DATABASES["default"]),
+        "PIPELINE_DATABASE_URL": database_url(params, BENCH_DATABASES["pipeline"]),
+        "LOG_LEVEL": "WARNING",
+        # Benchmarks serve no static files, so there is no collectstatic output to find.
+        "PYTHONWARNINGS": "ignore:No directory at",
+    }
+    for alias in BENCH_DATABASES:
+        manage(env, "migrate", "--noinput", "--database", alias)
+    return env
+
+
+def drop_bench_databases(params: dict) -> None:
+    with psycopg.connect(**params, autocommit=True) as conn:
+        for name in BENCH_DATABASES.values():
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def bench_connection(params: dict, alias: str, **kwargs) -> psycopg.Connection:
+    return psycopg.connect(**{**params, "dbname": BENCH_DATABASES[alias]}, **kwargs)
+
+
+def manage(env: dict, *args: str) -> str:
+    result = subprocess.run(
+        [PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    )
+    return result.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def gunicorn(env: dict, *, workers: int = 2, threads: int = 8):
+    """A real web server on a free port, as `make run` starts it."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            str(Path(PYTHON).parent / "gunicorn"),
+            "pipeline_project.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--worker-class",
+            "gthread",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                client = HttpClient(port, token="")
+                if client.request("GET", "/health")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("gunicorn did not start")
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+class HttpClient:
+    """A keep-alive JSON client (one TCP connection, like a daemon would hold)."""
+
+    def __init__(self, port: int, token: str):
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def request(self, method: str, path: str, body=None) -> tuple[int, dict]:
+        payload = json.dumps(body) if body is not None else None
+        self.connection.request(method, path, body=payload, headers=self.headers)
+        response = self.connection.getresponse()
+        data = response.read()
+        return response.status, (json.loads(data) if data else {})
+
+
+def timed(call, count: int) -> list[float]:
+    """Call ``call()`` ``count`` times; return each duration in milliseconds."""
+    durations = []
+    for _ in range(count):
+        started = time.perf_counter()
+        call()
+        durations.append((time.perf_counter() - started) * 1000)
+    return durations
+
+
+def percentiles(durations: list[float]) -> dict:
+    ordered = sorted(durations)
+    return {
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 2),
+        "n": len(ordered),
+    }
+
+
+def print_table(title: str, rows: list[tuple]) -> None:
+    print(f"\n{title}")
+    width = max(len(str(row[0])) for row in rows)
+    for label, *values in rows:
+        print(f"  {label:<{width}}  " + "  ".join(str(value) for value in values))

@@ -1,0 +1,36 @@
+from django.contrib import admin, messages
+from django.utils import timezone
+
+from pipeline_project.core import services
+from pipeline_project.core.models import ApiToken
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["name", "key_prefix", "is_active", "created_at", "created_by", "last_used_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["name", "key_prefix"]
+    readonly_fields = ["key_prefix", "created_at", "created_by", "last_used_at", "revoked_at"]
+    fields = ["name", *readonly_fields]
+    actions = ["revoke_tokens"]
+
+    @admin.display(boolean=True, description="active")
+    def is_active(self, obj):
+        return obj.is_active
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        token, key = services.api_token_create(name=obj.name, created_by=request.user)
+        obj.__dict__.update({field.attname: getattr(token, field.attname) for field in ApiToken._meta.concrete_fields})
+        obj._state.adding = False
+        messages.warning(request, f"Token for “{token.name}”: {key} — copy it now; it is stored hashed and will not be shown again.")
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke_tokens(self, request, queryset):
+        count = 0
+        for token_id in queryset.filter(revoked_at__isnull=True).values_list("pk", flat=True):
+            services.api_token_revoke(token_id=token_id)
+            count += 1
+        self.message_user(request, f"Revoked {count} token(s) at {timezone.now():%Y-%m-%d %H:%M:%S} UTC.")

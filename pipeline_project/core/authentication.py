@@ -1,0 +1,45 @@
+"""``Authorization: Bearer <token>`` for daemons."""
+
+from rest_framework import authentication, exceptions
+
+from pipeline_project.core import selectors, services
+
+
+class TokenPrincipal:
+    """The ``request.user`` of a token-authenticated request: a daemon, not a Django user."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+    is_superuser = False
+
+    def __init__(self, token):
+        self.token = token
+        self.username = f"token:{token.name}"
+        self.pk = None
+
+    def __str__(self) -> str:
+        return self.username
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None  # not ours: let session authentication try
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
+        try:
+            key = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("Token contains invalid characters.") from None
+        token = selectors.api_token_by_key(key=key)
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        services.api_token_mark_used(token=token)
+        return TokenPrincipal(token), token
+
+    def authenticate_header(self, request):
+        return self.keyword

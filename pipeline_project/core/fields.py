@@ -1,0 +1,42 @@
+"""Serializer fields that take JSON types at face value.
+
+DRF's fields coerce ("1" becomes 1, 1 becomes "1"); a daemon that sends the wrong type
+has a bug worth hearing about, so request bodies use these instead.
+"""
+
+import unicodedata
+
+from rest_framework import serializers
+
+INT32_MAX = 2**31 - 1
+
+
+class StrictIntegerField(serializers.IntegerField):
+    default_error_messages = {"invalid": "Must be a JSON integer."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    default_error_messages = {"invalid": "Must be a JSON string."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    default_error_messages = {"invalid": "Must be a JSON boolean."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+def contains_control_characters(value: str) -> bool:
+    return any(unicodedata.category(char) == "Cc" for char in value)

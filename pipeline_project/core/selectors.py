@@ -1,0 +1,52 @@
+"""Reads for API tokens and the service's own status."""
+
+import platform
+
+import django
+from django.conf import settings
+from django.db import DatabaseError, connections
+from django.db.migrations.executor import MigrationExecutor
+from django.utils.module_loading import import_string
+
+import pipeline_project
+from pipeline_project.core.models import ApiToken
+
+
+def api_token_by_key(*, key: str) -> ApiToken | None:
+    return ApiToken.objects.filter(key_hash=ApiToken.hash_key(key), revoked_at__isnull=True).first()
+
+
+def database_status(*, alias: str) -> dict:
+    """Reachability, server version and unapplied migrations of one database alias."""
+    connection = connections[alias]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW server_version")
+            server_version = cursor.fetchone()[0]
+        executor = MigrationExecutor(connection)
+        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except DatabaseError as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return {"reachable": False, "error": first_line}
+    unapplied = [f"{migration.app_label}.{migration.name}" for migration, _backwards in plan]
+    return {"reachable": True, "server_version": server_version, "unapplied_migrations": unapplied}
+
+
+def system_status() -> dict:
+    """The /status document; apps add sections through settings.STATUS_SECTIONS."""
+    databases = {alias: database_status(alias=alias) for alias in settings.DATABASES}
+    healthy = all(db["reachable"] and not db["unapplied_migrations"] for db in databases.values())
+    document = {
+        "status": "ok" if healthy else "degraded",
+        "versions": {
+            "service": pipeline_project.__version__,
+            "django": django.get_version(),
+            "python": platform.python_version(),
+        },
+        "databases": databases,
+    }
+    if all(db["reachable"] for db in databases.values()):
+        for path in getattr(settings, "STATUS_SECTIONS", []):
+            name, section = import_string(path)()
+            document[name] = section
+    return document

@@ -1,0 +1,40 @@
+"""State changes for API tokens."""
+
+import secrets
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from pipeline_project.core.errors import NotFoundError
+from pipeline_project.core.models import ApiToken
+
+# last_used_at is advisory; writing it on every request would double the API's writes.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def api_token_create(*, name: str, created_by=None) -> tuple[ApiToken, str]:
+    """Create a token and return it with its plaintext key, which is never stored."""
+    key = ApiToken.PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        name=name, key_prefix=key[:12], key_hash=ApiToken.hash_key(key), created_by=created_by
+    )
+    return token, key
+
+
+@transaction.atomic
+def api_token_revoke(*, token_id: int) -> ApiToken:
+    token = ApiToken.objects.select_for_update().filter(pk=token_id).first()
+    if token is None:
+        raise NotFoundError(f"No API token with id {token_id}.")
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token
+
+
+def api_token_mark_used(*, token: ApiToken) -> None:
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now

@@ -1,0 +1,64 @@
+"""Service endpoints outside the versioned API: /health, /status, /metrics, error views."""
+
+from django.http import HttpResponse, JsonResponse
+from django.views import defaults
+from drf_spectacular.utils import extend_schema
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pipeline_project.core import selectors
+from pipeline_project.core.errors import json_error
+from pipeline_project.core.metrics import metrics_registry
+
+_JSON_PREFIXES = ("/api/", "/health", "/status", "/metrics")
+
+
+def health(request):
+    """Liveness: answers without touching the database."""
+    return JsonResponse({"status": "ok"})
+
+
+@extend_schema(exclude=True)
+class StatusView(APIView):
+    """Readiness: databases reachable, migrations applied, and what the apps report."""
+
+    def get(self, request):
+        document = selectors.system_status()
+        return Response(document, status=200 if document["status"] == "ok" else 503)
+
+
+@extend_schema(exclude=True)
+class MetricsView(APIView):
+    """Prometheus text format."""
+
+    def get(self, request):
+        return HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)
+
+
+def _wants_json(request) -> bool:
+    return request.path.startswith(_JSON_PREFIXES)
+
+
+def not_found(request, exception=None):
+    if _wants_json(request):
+        return json_error(404, "not_found", f"No endpoint at {request.path}.")
+    return defaults.page_not_found(request, exception)
+
+
+def bad_request(request, exception=None):
+    if _wants_json(request):
+        return json_error(400, "bad_request", "The request could not be understood.")
+    return defaults.bad_request(request, exception)
+
+
+def permission_denied(request, exception=None):
+    if _wants_json(request):
+        return json_error(403, "permission_denied", "You do not have permission to perform this action.")
+    return defaults.permission_denied(request, exception)
+
+
+def server_error(request):
+    if _wants_json(request):
+        return json_error(500, "server_error", "Internal server error; the request id is in the logs.")
+    return defaults.server_error(request)

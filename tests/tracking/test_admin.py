@@ -1,0 +1,103 @@
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from tests.conftest import ALL_DATABASES
+from tracking.models import PipelineTracking
+
+pytestmark = ALL_DATABASES
+
+CHANGELIST = "/admin/tracking/pipelinetracking/"
+
+
+@pytest.fixture
+def rows():
+    def make(filename, shard, **statuses):
+        return PipelineTracking.objects.create(filename=filename, shard=shard, **statuses)
+
+    return {
+        "failed_worker": make("20250101000000", 0, event_ingest_status="done", shard_splitter_status="done", shard_worker_status="failed"),
+        "running_worker": make("20250101000000", 1, event_ingest_status="done", shard_splitter_status="done", shard_worker_status="started"),
+        "failed_sender": make("20250202000000", 0, event_ingest_status="done", shard_splitter_status="done", shard_worker_status="done", mysql_sender_status="failed"),
+    }
+
+
+def test_changelist_has_a_filter_per_stage_status_and_shard(admin_client, rows):
+    response = admin_client.get(CHANGELIST)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    for column in ["event_ingest_status", "shard_splitter_status", "shard_worker_status", "mysql_sender_status"]:
+        for status in ["new", "started", "done", "failed"]:
+            assert f'href="?{column}__exact={status}"' in html
+    assert 'href="?shard=0"' in html and 'href="?shard=1"' in html
+
+
+def test_changelist_filters_and_searches(admin_client, rows):
+    filtered = admin_client.get(CHANGELIST, {"shard_worker_status__exact": "failed"})
+    assert list(filtered.context["cl"].result_list) == [rows["failed_worker"]]
+
+    by_shard = admin_client.get(CHANGELIST, {"shard": 1})
+    assert list(by_shard.context["cl"].result_list) == [rows["running_worker"]]
+
+    searched = admin_client.get(CHANGELIST, {"q": "202502"})
+    assert list(searched.context["cl"].result_list) == [rows["failed_sender"]]
+
+
+@pytest.mark.parametrize(
+    ("action", "column", "expected_changed"),
+    [("retry_shard_worker", "shard_worker_status", 1), ("retry_mysql_sender", "mysql_sender_status", 1), ("retry_shard_splitter", "shard_splitter_status", 0)],
+)
+def test_retry_action_changes_only_failed_rows_of_its_stage(admin_client, rows, action, column, expected_changed):
+    ids = [str(row.pk) for row in rows.values()]
+
+    response = admin_client.post(CHANGELIST, {"action": action, "_selected_action": ids}, follow=True)
+
+    message = str(list(response.context["messages"])[0])
+    assert re.search(rf"{expected_changed} failed row\(s\) set back to new; {3 - expected_changed} row\(s\) were not failed", message)
+    after = {row.pk: getattr(row, column) for row in PipelineTracking.objects.all()}
+    for row in rows.values():
+        before = getattr(row, column)
+        assert after[row.pk] == ("new" if before == "failed" else before)
+
+
+def test_rows_cannot_be_edited_or_added(admin_client, rows):
+    assert admin_client.get(f"{CHANGELIST}add/").status_code == 403
+    detail = admin_client.get(f"{CHANGELIST}{rows['failed_worker'].pk}/change/")
+    assert detail.status_code == 200
+    assert 'name="_save"' not in detail.content.decode()
+
+
+def test_retry_actions_need_change_permission(client, rows):
+    viewer = get_user_model().objects.create_user("viewer", password="pw", is_staff=True)
+    from django.contrib.auth.models import Permission
+
+    viewer.user_permissions.add(Permission.objects.get(codename="view_pipelinetracking"))
+    client.force_login(viewer)
+
+    response = client.get(CHANGELIST)
+
+    assert response.status_code == 200
+    assert "retry_shard_worker" not in response.content.decode()
+
+
+def test_summary_page_draws_a_chart(admin_client, rows):
+    response = admin_client.get(f"{CHANGELIST}summary/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'id="summary-chart"' in html
+    for stage in ["event-ingest", "shard-splitter", "shard-worker", "mysql-sender"]:
+        assert f'data-stage="{stage}"' in html
+    assert 'aria-label="shard-worker: 0 new, 1 started, 1 done, 1 failed"' in html
+    assert 'data-shard="0"' in html and 'data-shard="1"' in html
+    assert "total 2 · done 0 · failed 2" in html
+    assert "summary/" in admin_client.get(CHANGELIST).content.decode()  # linked from the list
+
+
+def test_summary_page_requires_staff(client):
+    response = client.get(f"{CHANGELIST}summary/")
+
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]

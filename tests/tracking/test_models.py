@@ -1,0 +1,65 @@
+"""The ready-for-stage NOTIFY trigger, observed from a second connection."""
+
+import pytest
+
+from tests.conftest import ALL_DATABASES_COMMITTED
+from tests.db_helpers import raw_connection
+from tracking import services
+from tracking.models import QUEUE_STAGES, READY_CHANNEL, PipelineTracking
+
+pytestmark = ALL_DATABASES_COMMITTED
+
+
+@pytest.fixture
+def listener():
+    with raw_connection("pipeline", autocommit=True) as conn:
+        conn.execute(f"LISTEN {READY_CHANNEL}")
+
+        def received() -> list[str]:
+            return [notify.payload for notify in conn.notifies(timeout=0.5, stop_after=100)]
+
+        yield received
+
+
+def test_event_ingest_done_notifies_shard_splitter_once_per_statement(listener):
+    services.file_register(filename="f", shards=range(20))
+    assert listener() == []  # registered rows are not ready for anything
+
+    services.event_ingest_mark_done(filename="f")
+
+    assert listener() == ["shard-splitter"]
+
+
+def test_stage_done_notifies_the_next_stage(listener):
+    services.file_register(filename="f", shards=[0])
+    services.event_ingest_mark_done(filename="f")
+    listener()
+    splitter, worker = QUEUE_STAGES["shard-splitter"], QUEUE_STAGES["shard-worker"]
+
+    services.stage_transition(stage=splitter, transition="start", filename="f", shard=0)
+    assert listener() == []
+    services.stage_transition(stage=splitter, transition="done", filename="f", shard=0)
+    assert listener() == ["shard-worker"]
+
+    services.stage_transition(stage=worker, transition="fail", filename="f", shard=0)
+    assert listener() == []
+    services.stage_transition(stage=worker, transition="retry", filename="f", shard=0)
+    assert listener() == ["shard-worker"]
+
+
+def test_updates_that_keep_rows_ready_do_not_notify(listener):
+    services.file_register(filename="f", shards=[0])
+    services.event_ingest_mark_done(filename="f")
+    listener()
+
+    PipelineTracking.objects.filter(filename="f").update(filename="g")  # still ready, not newly
+
+    assert listener() == []
+
+
+def test_inserting_ready_rows_notifies(listener):
+    PipelineTracking.objects.bulk_create(
+        [PipelineTracking(filename="bulk", shard=shard, event_ingest_status="done") for shard in range(5)]
+    )
+
+    assert listener() == ["shard-splitter"]

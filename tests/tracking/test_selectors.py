@@ -1,0 +1,49 @@
+"""Queue reads are served by the stage's partial index, in order, without a sort."""
+
+import pytest
+from django.db import connections
+
+from tests.conftest import ALL_DATABASES
+from tracking import selectors
+from tracking.models import QUEUE_STAGES, PipelineTracking
+
+pytestmark = ALL_DATABASES
+
+
+def _plan(queryset) -> str:
+    with connections["pipeline"].cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        sql, params = queryset.query.sql_with_params()
+        cursor.execute(f"EXPLAIN {sql}", params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.parametrize("stage", list(QUEUE_STAGES.values()), ids=list(QUEUE_STAGES))
+@pytest.mark.parametrize("with_since", [False, True])
+def test_queue_query_uses_the_stage_partial_index(stage, with_since):
+    rows = PipelineTracking.objects.filter(**stage.ready_filter)
+    if with_since:
+        rows = rows.filter(updated_at__gte="2025-01-01T00:00:00Z")
+    plan = _plan(rows.order_by("created_at", "id").values("filename", "shard", "created_at")[100:200])
+
+    assert f"ix_trk_ready_{stage.key}" in plan
+    assert "Sort" not in plan
+
+
+def test_claim_query_uses_the_stage_partial_index():
+    with connections["pipeline"].cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(
+            "EXPLAIN SELECT id FROM pipeline_tracking WHERE shard_worker_status = 'done' AND mysql_sender_status = 'new' "
+            "ORDER BY created_at, id LIMIT 10 FOR UPDATE SKIP LOCKED"
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+
+    assert "ix_trk_ready_mysql_sender" in plan and "Sort" not in plan
+
+
+def test_file_statuses_is_404_for_unknown_file():
+    from pipeline_project.core.errors import NotFoundError
+
+    with pytest.raises(NotFoundError):
+        selectors.file_statuses(filename="nope")

@@ -1,0 +1,87 @@
+from django.contrib import admin
+from django.template.response import TemplateResponse
+from django.urls import path
+
+from tracking import selectors, services
+from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage
+
+
+def _retry_action(stage: Stage):
+    def retry(modeladmin, request, queryset):
+        changed = services.stage_retry_failed(stage=stage, row_ids=list(queryset.values_list("pk", flat=True)))
+        skipped = queryset.count() - changed
+        modeladmin.message_user(
+            request, f"{stage.slug}: {changed} failed row(s) set back to new; {skipped} row(s) were not failed and were left alone."
+        )
+
+    retry.__name__ = f"retry_{stage.key}"
+    return admin.action(description=f"Retry {stage.slug} (failed rows only)", permissions=["retry"])(retry)
+
+
+@admin.register(PipelineTracking)
+class PipelineTrackingAdmin(admin.ModelAdmin):
+    list_display = ["filename", "shard", *selectors.STATUS_COLUMNS, "created_at", "updated_at"]
+    list_filter = [*selectors.STATUS_COLUMNS, "shard"]
+    search_fields = ["filename"]
+    search_help_text = "Filename prefix"
+    ordering = ["-id"]
+    list_per_page = 100
+    show_full_result_count = False
+    actions = [_retry_action(stage) for stage in QUEUE_STAGES.values()]
+    change_list_template = "admin/tracking/pipelinetracking/change_list.html"
+
+    def get_search_results(self, request, queryset, search_term):
+        # A case-sensitive prefix match is what the filename prefix index can serve.
+        if not search_term:
+            return queryset, False
+        return queryset.filter(filename__startswith=search_term.strip()), False
+
+    # Rows are created and moved by daemons; the admin only repairs through actions.
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_retry_permission(self, request):
+        return request.user.has_perm("tracking.change_pipelinetracking")
+
+    def get_urls(self):
+        summary = self.admin_site.admin_view(self.summary_view)
+        return [path("summary/", summary, name="tracking_pipelinetracking_summary"), *super().get_urls()]
+
+    def summary_view(self, request):
+        summary = selectors.metrics_summary()
+        stages = []
+        for stage in STAGES.values():
+            counts = summary["by_stage"][stage.key]
+            total = sum(counts.values()) or 1
+            stages.append(
+                {
+                    "slug": stage.slug,
+                    "counts": counts,
+                    "segments": [
+                        {"status": status, "count": count, "percent": round(100 * count / total, 2)}
+                        for status, count in counts.items()
+                    ],
+                }
+            )
+        widest = max((row["total"] for row in summary["by_shard"]), default=0) or 1
+        shards = [
+            {
+                **row,
+                "done_percent": round(100 * row["done"] / widest, 2),
+                "failed_percent": round(100 * row["failed"] / widest, 2),
+                "other_percent": round(100 * (row["total"] - row["done"] - row["failed"]) / widest, 2),
+            }
+            for row in summary["by_shard"]
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Pipeline summary",
+            "total": summary["total"],
+            "stages": stages,
+            "shards": shards,
+        }
+        return TemplateResponse(request, "admin/tracking/summary.html", context)

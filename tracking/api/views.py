@@ -1,0 +1,101 @@
+"""The seed 000 pipeline API: thin views that validate, call one service and serialize."""
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pipeline_project.core.errors import NotFoundError
+from tracking import selectors, services
+from tracking.api import serializers as s
+from tracking.models import QUEUE_STAGES
+
+STAGE_PARAMETER = OpenApiParameter("stage", str, OpenApiParameter.PATH, enum=list(QUEUE_STAGES))
+
+def _valid(serializer_class, data) -> dict:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class FileDetailView(APIView):
+    @extend_schema(responses=s.FileStatusResponseSerializer, summary="Statuses of every shard of a file")
+    def get(self, request, filename):
+        filename = s.validate_filename(filename)
+        shards = selectors.file_statuses(filename=filename)
+        return Response(s.FileStatusResponseSerializer({"filename": filename, "shards": shards}).data)
+
+
+class FileRegisterView(FileDetailView):
+    # Subclassing the detail view keeps GET /files/register answering for a file named "register".
+
+    @extend_schema(request=s.FileRegisterSerializer, responses=s.FileRegisterResponseSerializer, summary="Register a file")
+    def post(self, request):
+        data = _valid(s.FileRegisterSerializer, request.data)
+        registration = services.file_register(filename=data["filename"], shards=data["shards"])
+        return Response(s.FileRegisterResponseSerializer(registration).data)
+
+    @extend_schema(exclude=True)
+    def get(self, request):
+        return super().get(request, "register")
+
+
+class EventIngestDoneView(APIView):
+    @extend_schema(request=s.FileSerializer, responses=s.EventIngestDoneResponseSerializer, summary="Mark a file generated")
+    def post(self, request):
+        data = _valid(s.FileSerializer, request.data)
+        updated_rows = services.event_ingest_mark_done(filename=data["filename"])
+        return Response({"filename": data["filename"], "updated_rows": updated_rows})
+
+
+class StageTransitionView(APIView):
+    @extend_schema(
+        parameters=[STAGE_PARAMETER, OpenApiParameter("transition", str, OpenApiParameter.PATH, enum=list(services.TRANSITIONS))],
+        request=s.ShardRowSerializer,
+        responses=s.TransitionResponseSerializer,
+        summary="Move one shard of a file through start, done, fail or retry",
+    )
+    def post(self, request, stage, transition):
+        stage = selectors.stage_get(slug=stage)
+        if transition not in services.TRANSITIONS:
+            raise NotFoundError(
+                f"Unknown transition {transition!r}.",
+                code="unknown_transition",
+                details={"transitions": list(services.TRANSITIONS)},
+            )
+        data = _valid(s.ShardRowSerializer, request.data)
+        status = services.stage_transition(stage=stage, transition=transition, **data)
+        return Response({**data, "stage": stage.slug, "status": status})
+
+
+class QueueView(APIView):
+    @extend_schema(
+        parameters=[STAGE_PARAMETER, s.QueueQuerySerializer],
+        responses=s.QueueResponseSerializer,
+        summary="Rows ready for a stage, oldest first",
+    )
+    def get(self, request, stage):
+        stage = selectors.stage_get(slug=stage)
+        query = _valid(s.QueueQuerySerializer, request.query_params)
+        items = selectors.queue_list(stage=stage, **query)
+        return Response(s.QueueResponseSerializer({"stage": stage.slug, "items": items}).data)
+
+
+class QueueClaimView(APIView):
+    @extend_schema(
+        parameters=[STAGE_PARAMETER],
+        request=s.QueueClaimSerializer,
+        responses=s.QueueResponseSerializer,
+        summary="Atomically take up to `limit` ready rows (they become `started`)",
+    )
+    def post(self, request, stage):
+        stage = selectors.stage_get(slug=stage)
+        data = _valid(s.QueueClaimSerializer, request.data)
+        items = services.queue_claim(stage=stage, limit=data["limit"])
+        return Response(s.QueueResponseSerializer({"stage": stage.slug, "items": items}).data)
+
+
+class MetricsSummaryView(APIView):
+    @extend_schema(responses=s.MetricsSummarySerializer, summary="Counts by stage and by shard")
+    def get(self, request):
+        return Response(s.MetricsSummarySerializer(selectors.metrics_summary()).data)
+
