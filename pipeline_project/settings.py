@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    "django.contrib.postgres",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -134,9 +135,16 @@ else:
 for _database in DATABASES.values():
     _database["CONN_MAX_AGE"] = env_number("DB_CONN_MAX_AGE", 60, int)
     _database["CONN_HEALTH_CHECKS"] = True
-    # Behind a transaction-pooling PgBouncer, server-side cursors do not survive.
-    _database["DISABLE_SERVER_SIDE_CURSORS"] = env_bool("DB_BEHIND_POOLER")
-    _database.setdefault("OPTIONS", {})["application_name"] = os.environ.get("DB_APPLICATION_NAME", "pipeline-control")
+    _options = _database.setdefault("OPTIONS", {})
+    _options["application_name"] = os.environ.get("DB_APPLICATION_NAME", "pipeline-control")
+    if env_bool("DB_BEHIND_POOLER"):
+        # A transaction-pooling PgBouncer keeps neither server-side cursors nor (before 1.21) prepared statements.
+        _database["DISABLE_SERVER_SIDE_CURSORS"] = True
+    else:
+        # Parameters bound by the server, and statements run more than twice prepared: the
+        # worker's claim/complete statements skip planning (about half their cost).
+        _options["server_side_binding"] = True
+        _options["prepare_threshold"] = 2
     _database.setdefault("TEST", {})
 
 DATABASE_ROUTERS = ["pipeline_project.routers.PipelineRouter"]
@@ -198,6 +206,36 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": r"/api/v1",
 }
+
+
+# --- Jobs (seed 002) ------------------------------------------------------------------
+
+DL_HEARTBEAT_SEC = env_number("DL_HEARTBEAT_SEC", 10)
+DL_DEFAULT_LEASE_TTL_SEC = env_number("DL_DEFAULT_LEASE_TTL_SEC", 60, int)
+DL_REAPER_PERIOD_SEC = env_number("DL_REAPER_PERIOD_SEC", 10)
+DL_CLAIM_BACKOFF_SEC = env_number("DL_CLAIM_BACKOFF_SEC", 15)  # a job bounced off a busy lock_key
+DL_RETRY_BACKOFF_SEC = env_number("DL_RETRY_BACKOFF_SEC", 30)  # × attempt, after a failed run
+DL_SWEEP_SEC = env_number("DL_SWEEP_SEC", 30)  # safety sweep for lost notifications
+DL_SHUTDOWN_TIMEOUT_SEC = env_number("DL_SHUTDOWN_TIMEOUT_SEC", 30)
+DL_CLAIM_BATCH = env_number("DL_CLAIM_BATCH", 100, int)  # most jobs one claim statement takes
+DL_CLAIM_COALESCE_SEC = env_number("DL_CLAIM_COALESCE_SEC", 0.002)  # a busy queue waits this long to claim in bulk
+DL_RECORD_LINGER_SEC = env_number("DL_RECORD_LINGER_SEC", 0.005)  # results wait this long to share a statement
+# The worker's own claims and results; "off" risks only re-running jobs after a database crash.
+DL_WORKER_SYNCHRONOUS_COMMIT = os.environ.get("DL_WORKER_SYNCHRONOUS_COMMIT", "off")
+DL_RETENTION_PERIOD_SEC = env_number("DL_RETENTION_PERIOD_SEC", 300)
+DL_RETENTION_AGE_SEC = env_number("DL_RETENTION_AGE_SEC", 7 * 24 * 3600)
+DL_RETENTION_MAX_IDENTICAL = env_number("DL_RETENTION_MAX_IDENTICAL", 100, int)
+WORKERS_JSON = os.environ.get("WORKERS_JSON", '[{"queue": "default", "concurrency": 4}]')
+# Modules with @task handlers besides every installed app's job_handlers module.
+JOBS_HANDLER_MODULES = env_list("JOBS_HANDLER_MODULES", "")
+
+DL_EVENTS_POLL_SEC = env_number("DL_EVENTS_POLL_SEC", 0.25)  # how often a followed event stream looks
+DL_EVENTS_MAX_FOLLOW_SEC = env_number("DL_EVENTS_MAX_FOLLOW_SEC", 3600)  # then the client resumes with ?after=
+
+TASKS = {"default": {"BACKEND": "jobs.tasks_backend.DatabaseBackend", "QUEUES": []}}
+
+STATUS_SECTIONS = ["jobs.selectors.status_section"]
+METRICS_COLLECTORS = ["jobs.metrics.QueueDepthCollector"]
 
 
 # --- Logging: one JSON object per line, with the request id, secrets masked ----------

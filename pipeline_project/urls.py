@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/v1/schema", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/pipeline/", include("tracking.api.urls")),
+    path("api/v1/", include("jobs.api.urls")),
     path("admin/", admin.site.urls),
 ]
 

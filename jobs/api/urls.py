@@ -1,0 +1,13 @@
+from django.urls import path
+
+from jobs.api import views
+
+urlpatterns = [
+    path("jobs", views.JobListView.as_view(), name="jobs-list"),
+    path("jobs/trigger", views.JobTriggerView.as_view(), name="jobs-trigger"),
+    path("jobs/trigger/bulk", views.JobBulkTriggerView.as_view(), name="jobs-trigger-bulk"),
+    path("jobs/<uuid:job_id>", views.JobDetailView.as_view(), name="jobs-detail"),
+    path("jobs/<uuid:job_id>/status", views.JobStatusView.as_view(), name="jobs-status"),
+    path("jobs/<uuid:job_id>/cancel", views.JobCancelView.as_view(), name="jobs-cancel"),
+    path("jobs/<uuid:job_id>/events", views.JobEventsView.as_view(), name="jobs-events"),
+]

@@ -1,0 +1,58 @@
+import signal
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from prometheus_client import start_http_server
+
+from jobs.handlers_loader import load_handler_modules
+from jobs.registry import registry
+from jobs.worker import Worker, WorkerConfig, parse_workers_json
+
+
+class Command(BaseCommand):
+    help = (
+        "Run jobs from dl_jobs. Queues and concurrency come from --queue flags or WORKERS_JSON "
+        '(default [{"queue": "default", "concurrency": 4}]). SIGTERM/SIGINT: stop claiming, give '
+        "running jobs DL_SHUTDOWN_TIMEOUT_SEC to finish, put the rest back in the queue, exit 0."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--queue",
+            action="append",
+            metavar="NAME[:CONCURRENCY]",
+            help="A queue to run (repeatable); overrides WORKERS_JSON.",
+        )
+        parser.add_argument("--handlers", action="append", default=[], metavar="MODULE", help="Extra handler module to import.")
+        parser.add_argument("--metrics-port", type=int, help="Serve this process's Prometheus metrics on this port.")
+        parser.add_argument("--metrics-addr", default="127.0.0.1")
+        parser.add_argument("--no-reaper", action="store_true", help="Leave reaping to `manage.py runreaper`.")
+        parser.add_argument("--shutdown-timeout", type=float, help="Seconds running jobs get after SIGTERM.")
+
+    def handle(self, *args, **options):
+        queues = self._queues(options["queue"])
+        load_handler_modules(options["handlers"])
+        overrides = {"run_reaper": not options["no_reaper"]}
+        if options["shutdown_timeout"] is not None:
+            overrides["shutdown_timeout_sec"] = options["shutdown_timeout"]
+        worker = Worker(WorkerConfig.from_settings(queues, **overrides), registry)
+
+        if options["metrics_port"]:
+            start_http_server(options["metrics_port"], addr=options["metrics_addr"])
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: worker.request_stop())
+        worker.run()
+
+    def _queues(self, flags: list[str] | None) -> dict[str, int]:
+        if not flags:
+            try:
+                return parse_workers_json(settings.WORKERS_JSON)
+            except ValueError as exc:
+                raise CommandError(f"WORKERS_JSON: {exc}") from None
+        queues: dict[str, int] = {}
+        for flag in flags:
+            name, _, concurrency = flag.partition(":")
+            if not name or (concurrency and not concurrency.isdigit()) or concurrency == "0":
+                raise CommandError(f"--queue expects NAME or NAME:CONCURRENCY, got {flag!r}")
+            queues[name] = queues.get(name, 0) + int(concurrency or 1)
+        return queues

@@ -1,0 +1,235 @@
+"""The seed 002 queue tables, column for column: ``dl_jobs`` and ``dl_job_events``.
+
+``tests/jobs/test_schema.py`` applies the seed DDL to a scratch database and checks that
+``migrate`` builds the same columns, types, defaults, enum, CHECK constraint and indexes.
+Indexes beyond the seed's three are marked "extra" and listed in the README.
+"""
+
+import os
+import time
+import uuid
+
+import pgtrigger
+from django.contrib.postgres.indexes import BrinIndex
+from django.db import models
+from django.db.models import Q
+
+DL_STATUS_TYPE = "dl_status"
+NOTIFY_CHANNEL = "dl_jobs"
+CANCEL_CHANNEL = "dl_jobs_cancel"
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELED = "canceled"
+    LOST = "lost"
+
+
+FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED, JobStatus.LOST)
+
+
+class EventKind(models.TextChoices):
+    QUEUED = "queued"
+    PICKED = "picked"
+    HEARTBEAT = "heartbeat"
+    REQUEUE = "requeue"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELED = "canceled"
+    LOST = "lost"
+
+
+class TransactionNow(models.Func):
+    """``now()``: the seed's defaults use the transaction's timestamp."""
+
+    template = "now()"
+    output_field = models.DateTimeField()
+
+
+class PgEnumField(models.TextField):
+    """A column of a PostgreSQL enum type (created by the migration)."""
+
+    def __init__(self, *args, enum_type: str, **kwargs):
+        self.enum_type = enum_type
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self):
+        name, path, args, kwargs = super().deconstruct()
+        return name, path, args, {**kwargs, "enum_type": self.enum_type}
+
+    def db_type(self, connection):
+        return self.enum_type
+
+
+class BigSerialField(models.BigAutoField):
+    """``bigserial`` as in the seed, instead of Django's identity column."""
+
+    def db_type(self, connection):
+        return "bigserial"
+
+    def db_type_suffix(self, connection):
+        return None
+
+
+def _notify_ready_sql(*, compare_with_old: bool) -> str:
+    """One NOTIFY per queue per statement, with the seed trigger's rules.
+
+    INSERT: every inserted row's queue. UPDATE: rows that are queued and available now and
+    whose status or available_at changed.
+    """
+    if compare_with_old:
+        rows = (
+            "new_values n JOIN old_values o ON o.job_id = n.job_id "
+            "WHERE n.status = 'queued' AND n.available_at <= now() "
+            "AND (o.status IS DISTINCT FROM n.status OR o.available_at IS DISTINCT FROM n.available_at)"
+        )
+    else:
+        rows = "new_values n"
+    return f"PERFORM pg_notify('{NOTIFY_CHANNEL}', queue) FROM (SELECT DISTINCT n.queue FROM {rows}) AS ready; RETURN NULL;"
+
+
+def uuid7() -> uuid.UUID:
+    """A time-ordered UUID (RFC 9562 version 7): 48-bit Unix milliseconds, then random bits.
+
+    Job ids sort by creation, so the primary key serves newest-first listings and inserts
+    land at the right edge of its index instead of on random pages.
+    """
+    milliseconds = time.time_ns() // 1_000_000
+    value = int.from_bytes(milliseconds.to_bytes(6, "big") + os.urandom(10), "big")
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 9562 variant
+    return uuid.UUID(int=value)
+
+
+class Job(models.Model):
+    job_id = models.UUIDField(primary_key=True, default=uuid7)
+    queue = models.TextField()
+    task = models.TextField()
+    args = models.JSONField(default=dict, db_default={})
+    idempotency_key = models.TextField(null=True, blank=True)
+    lock_key = models.TextField()
+    partition_key = models.TextField(default="", db_default="", blank=True)
+    priority = models.IntegerField(default=100, db_default=100)
+    available_at = models.DateTimeField(db_default=TransactionNow())
+    status = PgEnumField(enum_type=DL_STATUS_TYPE, choices=JobStatus, default=JobStatus.QUEUED, db_default="queued")
+    attempt = models.IntegerField(default=0, db_default=0)
+    max_attempts = models.IntegerField(default=5, db_default=5)
+    lease_ttl_sec = models.IntegerField(default=60, db_default=60)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False, db_default=False)
+    progress = models.JSONField(default=dict, db_default={})
+    error = models.TextField(null=True, blank=True)
+    producer = models.TextField(null=True, blank=True)
+    consumer_group = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=TransactionNow())
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "dl_jobs"
+        verbose_name = "job"
+        constraints = [
+            models.UniqueConstraint(fields=["idempotency_key"], name="dl_jobs_idempotency_key_key"),
+            models.CheckConstraint(
+                condition=Q(priority__gte=0) & Q(attempt__gte=0) & Q(max_attempts__gte=0) & Q(lease_ttl_sec__gt=0),
+                name="dl_jobs_chk_positive",
+            ),
+            # Extra: at most one running job per lock_key. This *is* the lock_key lock: it
+            # lives in the rows, so it dies with the lease (no leaked lock when a worker
+            # dies) and needs no session state (safe behind a transaction pooler).
+            models.UniqueConstraint(
+                fields=["lock_key"], condition=Q(status="running"), name="ux_dl_jobs_running_lock_key"
+            ),
+        ]
+        indexes = [
+            # The seed's three indexes.
+            models.Index(
+                fields=["queue", "available_at", "priority", "created_at"],
+                condition=Q(status="queued"),
+                name="ix_dl_jobs_claim",
+            ),
+            models.Index(fields=["lease_expires_at"], condition=Q(status="running"), name="ix_dl_jobs_running_lease"),
+            models.Index(fields=["status", "queue"], name="ix_dl_jobs_status_queue"),
+            # Extra: the claim's ORDER BY priority, created_at read in index order, so a
+            # claim costs the same with 10,000 or 1,000,000 queued jobs.
+            models.Index(
+                fields=["queue", "priority", "created_at", "available_at"],
+                condition=Q(status="queued"),
+                name="ix_dl_jobs_claim_order",
+            ),
+            # Extra: retention by age and the throughput chart read finished jobs by time.
+            models.Index(fields=["finished_at"], condition=Q(finished_at__isnull=False), name="ix_dl_jobs_finished"),
+            # Extra: created_at ranges. BRIN costs next to nothing to maintain: rows arrive in
+            # created_at order. (Newest-first listings walk the primary key: job ids are UUIDv7.)
+            BrinIndex(fields=["created_at"], name="ix_dl_jobs_created_brin"),
+        ]
+        triggers = [
+            pgtrigger.Composer(
+                name="dl_jobs_notify_ins",
+                level=pgtrigger.Statement,
+                when=pgtrigger.After,
+                operation=pgtrigger.Insert,
+                func=_notify_ready_sql(compare_with_old=False),
+            ),
+            pgtrigger.Composer(
+                name="dl_jobs_notify_upd",
+                level=pgtrigger.Statement,
+                when=pgtrigger.After,
+                operation=pgtrigger.Update,
+                func=_notify_ready_sql(compare_with_old=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task} {self.job_id}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+
+class JobEvent(models.Model):
+    event_id = BigSerialField(primary_key=True)
+    # The constraint itself is added by the migration, exactly as the seed declares it.
+    job = models.ForeignKey(
+        Job, on_delete=models.DB_CASCADE, db_column="job_id", db_constraint=False, db_index=False, related_name="events"
+    )
+    queue = models.TextField()
+    ts = models.DateTimeField(db_default=TransactionNow())
+    kind = models.TextField(choices=EventKind)
+    payload = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "dl_job_events"
+        verbose_name = "job event"
+        ordering = ["event_id"]
+        indexes = [
+            # Extra: one job's journal in order (events API, admin inline, cascade deletes).
+            models.Index(fields=["job", "event_id"], name="ix_dl_job_events_job"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.event_id}"
+
+
+class Worker(models.Model):
+    """A live (or recently live) ``runworker`` process; it refreshes heartbeat_at."""
+
+    worker_id = models.UUIDField(primary_key=True)
+    hostname = models.TextField()
+    pid = models.IntegerField()
+    queues = models.JSONField(default=dict, help_text="Queue → concurrency.")
+    started_at = models.DateTimeField(db_default=TransactionNow())
+    heartbeat_at = models.DateTimeField(db_default=TransactionNow())
+    running_jobs = models.IntegerField(default=0)
+
+    class Meta:
+        db_table = "dl_workers"
+        ordering = ["hostname", "pid"]
+
+    def __str__(self) -> str:
+        return f"{self.hostname}:{self.pid}"

@@ -1,0 +1,127 @@
+"""Task handlers by name, and the context a handler receives.
+
+Apps declare handlers in a ``job_handlers`` module (imported when a worker starts)::
+
+    from jobs.registry import task
+
+    @task("reports.build", retry_backoff_sec=10)
+    def build_report(ctx):
+        for chunk in chunks(ctx.args["report_id"]):
+            ctx.check_cancelled()          # stops here if the job was canceled
+            process(chunk)
+            ctx.progress({"done": chunk.number})
+        return {"rows": total}             # stored in the job's `done` event
+"""
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jobs import services
+
+
+class JobCancelled(Exception):
+    """Raised by ``ctx.check_cancelled()`` when the job's cancellation was requested."""
+
+
+class LeaseLost(Exception):
+    """The worker no longer holds the job (it was reaped, deleted or reset); stop working on it."""
+
+
+@dataclass(frozen=True)
+class TaskHandler:
+    name: str
+    func: Callable[["JobContext"], Any]
+    retry_backoff_sec: float | None = None  # None: DL_RETRY_BACKOFF_SEC × attempt
+
+
+class JobContext:
+    """What a handler gets: the job's data and the cooperative-cancel/progress hooks.
+
+    The control loop flips the two flags from another thread; plain attribute writes are
+    atomic in CPython, and a handler only needs to see them by its next check.
+    """
+
+    __slots__ = ("job", "worker_id", "_cancel_requested", "_lease_lost")
+
+    def __init__(self, job: services.ClaimedJob, worker_id: str):
+        self.job = job
+        self.worker_id = worker_id
+        self._cancel_requested = job.cancel_requested
+        self._lease_lost = False
+
+    @property
+    def job_id(self) -> uuid.UUID:
+        return self.job.lease.job_id
+
+    @property
+    def args(self) -> dict:
+        return self.job.args
+
+    @property
+    def attempt(self) -> int:
+        return self.job.lease.attempt
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel_requested
+
+    def check_cancelled(self) -> None:
+        """Call between chunks of work: raises if the job was canceled or taken away."""
+        if self._lease_lost:
+            raise LeaseLost(f"job {self.job_id} is no longer held by this worker")
+        if self._cancel_requested:
+            raise JobCancelled(f"job {self.job_id} was canceled")
+
+    def progress(self, data: dict) -> None:
+        """Store progress on the job (visible in its status); also picks up cancellation."""
+        cancel_requested = services.job_progress(lease=self.job.lease, progress=data)
+        if cancel_requested is None:
+            self.mark_lease_lost()
+        elif cancel_requested:
+            self.mark_cancel_requested()
+
+    def mark_cancel_requested(self) -> None:
+        self._cancel_requested = True
+
+    def mark_lease_lost(self) -> None:
+        self._lease_lost = True
+
+
+class Registry:
+    def __init__(self):
+        self._handlers: dict[str, TaskHandler] = {}
+        self._resolvers: list[Callable[[str], TaskHandler | None]] = []
+
+    def register(self, name: str, func: Callable, *, retry_backoff_sec: float | None = None) -> None:
+        existing = self._handlers.get(name)
+        if existing is not None and existing.func is not func:
+            raise ValueError(f"task {name!r} is already registered to {existing.func!r}")
+        self._handlers[name] = TaskHandler(name=name, func=func, retry_backoff_sec=retry_backoff_sec)
+
+    def task(self, name: str, *, retry_backoff_sec: float | None = None):
+        def decorator(func):
+            self.register(name, func, retry_backoff_sec=retry_backoff_sec)
+            return func
+
+        return decorator
+
+    def add_resolver(self, resolver: Callable[[str], TaskHandler | None]) -> None:
+        """A fallback for names that were not registered (e.g. Django ``@task`` functions)."""
+        self._resolvers.append(resolver)
+
+    def get(self, name: str) -> TaskHandler | None:
+        handler = self._handlers.get(name)
+        if handler is None:
+            for resolver in self._resolvers:
+                if handler := resolver(name):
+                    break
+        return handler
+
+    def names(self) -> list[str]:
+        return sorted(self._handlers)
+
+
+registry = Registry()
+task = registry.task
