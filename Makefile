@@ -21,9 +21,11 @@ setup: install
 	$(BIN)/python manage.py ensureadmin
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 
-# Web server and worker in the foreground (Ctrl-C stops both); see Procfile.
+# Web server and worker in the foreground (Ctrl-C stops both); see Procfile. They share a
+# metrics directory, so /metrics on the web server sums the worker's counters too.
 run: setup
-	$(BIN)/honcho start -f Procfile
+	rm -rf var/prometheus && mkdir -p var/prometheus
+	PROMETHEUS_MULTIPROC_DIR=var/prometheus $(BIN)/honcho start -f Procfile
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -15,35 +15,28 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pipeline_project.settings")
+
+import django  # noqa: E402  (needs the path and settings above)
+
+from pipeline_project.databases import connection_params, database_url  # noqa: E402
+
 PYTHON = sys.executable
 BENCH_DATABASES = {"default": "bench_control", "pipeline": "bench_pipeline"}
 
 
 def server_params() -> dict:
     """psycopg parameters of the configured server (its maintenance database)."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pipeline_project.settings")
-    sys.path.insert(0, str(ROOT))
-    import django
-
     django.setup()
-    from pipeline_project.databases import connection_params
-
     params = connection_params("default")
     params["dbname"] = "postgres"
     return {key: params[key] for key in ("host", "port", "user", "password", "dbname") if params.get(key)}
-
-
-def database_url(params: dict, name: str) -> str:
-    host = quote(params.get("host", "localhost"), safe="")
-    port = f":{params['port']}" if params.get("port") else ""
-    password = f":{quote(params['password'], safe='')}" if params.get("password") else ""
-    return f"postgres://{params.get('user', 'postgres')}{password}@{host}{port}/{name}"
 
 
 def create_bench_databases(params: dict) -> dict:
@@ -54,8 +47,8 @@ def create_bench_databases(params: dict) -> dict:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     env = {
         **os.environ,
-        "DATABASE_URL": database_url(params, BENCH_DATABASES["default"]),
-        "PIPELINE_DATABASE_URL": database_url(params, BENCH_DATABASES["pipeline"]),
+        "DATABASE_URL": database_url({**params, "dbname": BENCH_DATABASES["default"]}),
+        "PIPELINE_DATABASE_URL": database_url({**params, "dbname": BENCH_DATABASES["pipeline"]}),
         "LOG_LEVEL": "WARNING",
         # Benchmarks serve no static files, so there is no collectstatic output to find.
         "PYTHONWARNINGS": "ignore:No directory at",

@@ -60,14 +60,17 @@ def queue_depths() -> dict[str, dict[str, int]]:
     return depths
 
 
+def live_worker_cutoff() -> datetime:
+    """A worker is live if it heartbeated after this: within three heartbeat periods."""
+    return timezone.now() - timedelta(seconds=3 * settings.DL_HEARTBEAT_SEC)
+
+
 def live_workers() -> list[Worker]:
-    """Workers that heartbeated within three heartbeat periods."""
-    cutoff = timezone.now() - timedelta(seconds=3 * settings.DL_HEARTBEAT_SEC)
-    return list(Worker.objects.filter(heartbeat_at__gte=cutoff))
+    return list(Worker.objects.filter(heartbeat_at__gte=live_worker_cutoff()))
 
 
 def throughput(*, minutes: int = 60) -> list[dict]:
-    """Jobs finished per minute and outcome over the last ``minutes``."""
+    """Jobs finished per minute over the last ``minutes``: succeeded, and failed (failed, canceled or lost)."""
     since = timezone.now() - timedelta(minutes=minutes)
     return list(
         Job.objects.filter(finished_at__gte=since)

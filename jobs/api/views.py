@@ -8,6 +8,7 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics
+from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -83,6 +84,13 @@ class JobPagination(CursorPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def get_page_size(self, request):
+        # DRF quietly ignores a page_size it cannot parse; a caller with a typo should hear about it.
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is not None and not (raw.isdigit() and int(raw) > 0):
+            raise ValidationError({self.page_size_query_param: ["A positive integer is required."]})
+        return super().get_page_size(request)
 
 
 class JobListView(generics.ListAPIView):

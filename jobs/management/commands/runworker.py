@@ -1,8 +1,9 @@
+import os
 import signal
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from prometheus_client import start_http_server
+from prometheus_client import multiprocess, start_http_server
 
 from jobs.handlers_loader import load_handler_modules
 from jobs.registry import registry
@@ -41,7 +42,11 @@ class Command(BaseCommand):
             start_http_server(options["metrics_port"], addr=options["metrics_addr"])
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: worker.request_stop())
-        worker.run()
+        try:
+            worker.run()
+        finally:
+            if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+                multiprocess.mark_process_dead(os.getpid())  # its live gauges leave /metrics with it
 
     def _queues(self, flags: list[str] | None) -> dict[str, int]:
         if not flags:

@@ -1,0 +1,91 @@
+"""Real ``manage.py`` processes against the test databases (or a private PostgreSQL)."""
+
+import os
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pipeline_project import embedded_postgres
+from pipeline_project.databases import connection_params, database_url, ensure_databases
+from tests.db_helpers import subprocess_database_env
+
+ROOT = Path(__file__).resolve().parents[2]
+# Fast clocks, as tests/jobs/conftest.py uses for in-process workers.
+FAST_ENV = {
+    "DL_HEARTBEAT_SEC": "0.2",
+    "DL_REAPER_PERIOD_SEC": "0.2",
+    "DL_CLAIM_BACKOFF_SEC": "0.02",
+    "DL_RETRY_BACKOFF_SEC": "0.05",
+    "DL_SHUTDOWN_TIMEOUT_SEC": "5",
+    "LOG_LEVEL": "INFO",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def manage(*args: str, env: dict | None = None, **popen) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**os.environ, **FAST_ENV, **(env or subprocess_database_env())},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
+
+
+@contextmanager
+def runworker(*args: str, env: dict | None = None):
+    """A runworker process running the test handlers; stopped (SIGTERM, then SIGKILL) on exit."""
+    process = manage("runworker", "--handlers", "tests.jobs.handlers", *args, env=env)
+    try:
+        yield process
+    finally:
+        stop(process)
+
+
+def stop(process: subprocess.Popen, timeout: float = 20) -> int:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
+@pytest.fixture
+def private_postgres(tmp_path):
+    """A PostgreSQL of our own (so a test may restart it), with both databases migrated.
+
+    Yields ``(env, params, data_dir)``: the environment for manage.py processes, psycopg
+    parameters of the default database, and the data directory for pg_ctl.
+    """
+    data_dir = tmp_path / "pgdata"
+    server = embedded_postgres.server(data_dir, cleanup_mode="delete")
+    host = str(server.get_postmaster_info().socket_dir)
+    params = {"host": host, "user": "postgres"}
+    ensure_databases(params=params, names=("control", "pipeline"))
+    env = {
+        "DATABASE_URL": database_url({**params, "dbname": "control"}),
+        "PIPELINE_DATABASE_URL": database_url({**params, "dbname": "pipeline"}),
+    }
+    for alias in ("default", "pipeline"):
+        migrate = manage("migrate", "--noinput", "--database", alias, env=env)
+        output, _ = migrate.communicate(timeout=180)
+        assert migrate.returncode == 0, output
+    try:
+        yield env, {**params, "dbname": "control"}, data_dir
+    finally:
+        server.cleanup()
+
+
+def status_counts(params: dict | None = None) -> dict[str, int]:
+    with psycopg.connect(**(params or connection_params("default"))) as conn:
+        return dict(conn.execute("SELECT status::text, count(*) FROM dl_jobs GROUP BY 1").fetchall())

@@ -1,0 +1,196 @@
+"""runworker as real processes: kill -9, a PostgreSQL restart, two processes on shared lock keys."""
+
+import json
+import signal
+import time
+import urllib.request
+
+import psycopg
+
+from jobs import services
+from jobs.models import Job, JobEvent, Worker
+from pipeline_project import embedded_postgres
+from tests.conftest import ALL_DATABASES_COMMITTED
+from tests.db_helpers import subprocess_database_env
+from tests.e2e.conftest import manage, runworker, status_counts, stop
+from tests.helpers import free_port, wait_for
+
+pytestmark = ALL_DATABASES_COMMITTED
+
+
+def enqueue_many(count: int, *, task="test.sleep", args=None, lock_key=lambda i: f"job-{i}", **fields):
+    return services.job_enqueue_many(
+        specs=[
+            services.JobSpec(queue="default", task=task, args=args or {}, lock_key=lock_key(i), **fields) for i in range(count)
+        ]
+    )
+
+
+def all_succeeded(count: int, params=None):
+    return status_counts(params).get("succeeded", 0) == count
+
+
+def test_kill_9_with_jobs_in_flight_loses_nothing():
+    enqueue_many(40, args={"seconds": 0.3}, lease_ttl_sec=1)
+
+    with runworker("--queue", "default:4") as doomed:
+        wait_for(lambda: status_counts().get("succeeded", 0) >= 4, timeout=30, what="some progress")
+        wait_for(lambda: status_counts().get("running", 0) > 0, timeout=10, what="jobs in flight")
+        doomed.kill()  # SIGKILL: no goodbye, leases and the worker row stay behind
+        doomed.wait()
+    orphaned = set(Job.objects.filter(status="running").values_list("job_id", flat=True))
+    assert orphaned
+    dead_worker = Worker.objects.get()
+
+    with runworker("--queue", "default:4"):
+        wait_for(lambda: all_succeeded(40), timeout=60, what="every job to succeed")
+        wait_for(lambda: not Worker.objects.filter(worker_id=dead_worker.worker_id).exists(), timeout=10, what="the dead worker to be forgotten")
+
+    assert status_counts() == {"succeeded": 40}
+    for job_id in orphaned:
+        reasons = [event.payload.get("reason") for event in JobEvent.objects.filter(job_id=job_id, kind="requeue")]
+        assert "lease_expired" in reasons
+        assert Job.objects.get(job_id=job_id).attempt == 2
+
+
+def test_a_postgresql_restart_during_a_run_loses_no_job(private_postgres):
+    env, params, data_dir = private_postgres
+    seeding = manage(
+        "shell",
+        "-c",
+        "from jobs import services; services.job_enqueue_many(specs=[services.JobSpec(queue='default', "
+        "task='test.sleep', args={'seconds': 0.02}, lock_key=f'k{i}') for i in range(300)])",
+        env=env,
+    )
+    assert seeding.wait(timeout=60) == 0, seeding.stdout.read()
+
+    with runworker("--queue", "default:4", env=env) as worker:
+        wait_for(lambda: status_counts(params).get("succeeded", 0) >= 30, timeout=30, what="progress before the restart")
+        embedded_postgres.pg_ctl("-w", "-m", "fast", "restart", data_dir=data_dir)
+        wait_for(lambda: all_succeeded(300, params), timeout=90, what="every job after the restart")
+        assert stop(worker) == 0
+        output = worker.stdout.read()
+
+    assert "database unavailable; retrying" in output  # it noticed, and went on
+    with psycopg.connect(**params) as conn:
+        done_events = conn.execute("SELECT count(*) FROM dl_job_events WHERE kind = 'done'").fetchone()[0]
+    assert status_counts(params) == {"succeeded": 300}
+    assert done_events == 300  # each job finished exactly once
+
+
+def test_two_processes_never_run_two_jobs_of_one_lock_key_at_once():
+    enqueued = enqueue_many(1000, args={"seconds": 0.002}, lock_key=lambda i: f"key-{i % 10}")
+
+    with runworker("--queue", "default:4"), runworker("--queue", "default:4"):
+        wait_for(lambda: all_succeeded(1000), timeout=180, interval=0.2, what="1000 jobs")
+
+    intervals: dict[str, list[tuple[float, float]]] = {}
+    lock_keys = dict(Job.objects.values_list("job_id", "lock_key"))
+    for job_id, payload in JobEvent.objects.filter(kind="done").values_list("job_id", "payload"):
+        intervals.setdefault(lock_keys[job_id], []).append((payload["result"]["started"], payload["result"]["ended"]))
+    assert len(intervals) == 10
+    for key, runs in intervals.items():
+        runs.sort()
+        overlaps = [(a, b) for a, b in zip(runs, runs[1:]) if a[1] > b[0]]
+        assert not overlaps, f"{key}: {overlaps[:3]}"
+    workers = {payload["worker"].rsplit(":", 1)[0] for payload in JobEvent.objects.filter(kind="picked").values_list("payload", flat=True)}
+    assert len(workers) == 2  # both processes did work
+    assert all(attempt == 1 for attempt in Job.objects.values_list("attempt", flat=True))  # bounces burn nothing
+    assert len(enqueued) == 1000
+
+
+def test_sigterm_lets_the_running_job_finish_and_exits_0():
+    [enqueued] = enqueue_many(1, args={"seconds": 1.0})
+
+    with runworker("--queue", "default:1") as worker:
+        wait_for(lambda: Job.objects.get(job_id=enqueued.job_id).status == "running", timeout=30, what="the job to start")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=15) == 0
+
+    assert Job.objects.get(job_id=enqueued.job_id).status == "succeeded"
+    assert not Worker.objects.exists()  # it deregistered
+
+
+def test_sigterm_releases_jobs_that_outlast_the_shutdown_timeout():
+    [enqueued] = enqueue_many(1, args={"seconds": 60})
+
+    with runworker("--queue", "default:1", "--shutdown-timeout", "0.5") as worker:
+        wait_for(lambda: Job.objects.get(job_id=enqueued.job_id).status == "running", timeout=30, what="the job to start")
+        started = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=15) == 0
+        assert time.monotonic() - started < 5
+
+    job = Job.objects.get(job_id=enqueued.job_id)
+    assert job.status == "queued" and job.attempt == 1
+    assert JobEvent.objects.filter(job_id=enqueued.job_id).last().payload["reason"] == "worker_shutdown"
+
+
+def test_runworker_serves_its_own_metrics():
+    enqueue_many(5, task="test.echo")
+    port = free_port()
+
+    with runworker("--queue", "default:2", "--metrics-port", str(port)):
+        wait_for(lambda: all_succeeded(5), timeout=30, what="the jobs")
+
+        def scrape():
+            try:
+                return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+            except OSError:
+                return ""
+
+        text = wait_for(lambda: 'dl_jobs_succeeded_total{queue="default",task="test.echo"} 5.0' in (page := scrape()) and page, timeout=10, what="metrics")
+
+    assert 'dl_jobs_claimed_total{queue="default"} 5.0' in text
+    assert "dl_job_processing_seconds_bucket" in text
+
+
+def test_workers_json_configures_the_queues():
+    enqueue_many(3, task="test.echo")
+    env = {**subprocess_database_env(), "WORKERS_JSON": json.dumps([{"queue": "default", "concurrency": 2}])}
+
+    process = manage("runworker", "--handlers", "tests.jobs.handlers", env=env)
+    try:
+        wait_for(lambda: all_succeeded(3), timeout=30, what="the jobs")
+        registered = wait_for(lambda: Worker.objects.first(), what="registration")
+        assert registered.queues == {"default": 2}
+    finally:
+        assert stop(process) == 0
+
+
+def test_bad_configuration_fails_fast_with_a_clear_message():
+    process = manage("runworker", env={**subprocess_database_env(), "WORKERS_JSON": '[{"queue": "q", "concurrency": 0}]'})
+    output, _ = process.communicate(timeout=60)
+
+    assert process.returncode != 0
+    assert "WORKERS_JSON: concurrency must be an integer from 1 to 1000" in output
+
+
+def test_runreaper_requeues_expired_leases_and_stops_on_sigterm():
+    [enqueued] = enqueue_many(1, task="test.echo")
+    services.jobs_claim(queue="default", limit=1, worker_id="gone", busy_backoff_sec=1)
+    Job.objects.filter(job_id=enqueued.job_id).update(lease_expires_at="2000-01-01T00:00:00Z")
+
+    reaper = manage("runreaper")
+    try:
+        wait_for(lambda: Job.objects.get(job_id=enqueued.job_id).status == "queued", timeout=30, what="the reaper")
+    finally:
+        assert stop(reaper) == 0
+
+
+
+def test_web_metrics_sum_the_worker_counters_in_multiprocess_mode(api, tmp_path, monkeypatch):
+    enqueue_many(4, task="test.echo")
+    env = {**subprocess_database_env(), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+
+    with runworker("--queue", "default:2", env=env):
+        wait_for(lambda: all_succeeded(4), timeout=30, what="the jobs")
+        monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+        text = wait_for(
+            lambda: 'dl_jobs_succeeded_total{queue="default",task="test.echo"} 4.0' in (page := api.get("/metrics").content.decode()) and page,
+            timeout=10,
+            what="the worker's counters on /metrics",
+        )
+
+    assert 'dl_jobs_claimed_total{queue="default"} 4.0' in text
+    assert 'dl_queue_depth{queue="default",status="succeeded"} 4.0' in text

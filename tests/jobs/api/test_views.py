@@ -1,0 +1,392 @@
+"""The jobs API: seed 002 trigger/status/cancel, the bulk trigger, list, NDJSON events, delete."""
+
+import json
+import threading
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from jobs import services
+from jobs.models import Job, JobEvent
+from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
+from tests.db_helpers import run_in_threads
+from tests.jobs.conftest import enqueue, job
+
+BASE = "/api/v1/jobs"
+VALID = {"queue": "load.cbr", "task": "load.rates", "lock_key": "cbr-2025-01-01"}
+
+
+def trigger(api, body, path="/trigger"):
+    return api.post(f"{BASE}{path}", body, format="json")
+
+
+def claim_all(queue="default"):
+    return services.jobs_claim(queue=queue, limit=100, worker_id="w", busy_backoff_sec=1)[0]
+
+
+# --- trigger ------------------------------------------------------------------------------
+
+
+@ALL_DATABASES
+def test_trigger_creates_a_job(api):
+    response = trigger(api, {**VALID, "args": {"date": "2025-01-01"}, "priority": 5, "partition_key": "cbr"})
+
+    assert response.status_code == 201
+    body = response.json()
+    assert set(body) == {"job_id", "status", "created"}
+    assert body["status"] == "queued" and body["created"] is True
+    row = job(body["job_id"])
+    assert (row.queue, row.task, row.args, row.priority, row.partition_key) == ("load.cbr", "load.rates", {"date": "2025-01-01"}, 5, "cbr")
+    assert row.producer == "test-daemon"  # the token's name unless the body names one
+    assert row.lease_ttl_sec == 60 and row.max_attempts == 5
+
+
+@ALL_DATABASES
+def test_trigger_with_an_idempotency_key_returns_the_same_job(api):
+    first = trigger(api, {**VALID, "idempotency_key": "cbr-2025-01-01"})
+    again = trigger(api, {**VALID, "idempotency_key": "cbr-2025-01-01"})
+
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json() == {**first.json(), "created": False}
+    assert Job.objects.count() == 1
+
+
+@ALL_DATABASES
+def test_trigger_reusing_a_key_for_another_job_is_409(api):
+    trigger(api, {**VALID, "idempotency_key": "k"})
+
+    response = trigger(api, {**VALID, "idempotency_key": "k", "args": {"other": True}})
+
+    assert response.status_code == 409
+    assert response.json()["code"] == "idempotency_conflict"
+    assert response.json()["details"]["differs"] == ["args"]
+    assert Job.objects.count() == 1
+
+
+@ALL_DATABASES
+def test_trigger_with_available_at_defers_the_job(api):
+    later = timezone.now() + timedelta(hours=2)
+
+    body = trigger(api, {**VALID, "available_at": later.isoformat()}).json()
+
+    assert abs((job(body["job_id"]).available_at - later).total_seconds()) < 0.001
+
+
+@ALL_DATABASES_COMMITTED
+def test_fifty_concurrent_triggers_with_one_key_make_one_job(api_token):
+    def call(_index):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_token}")
+        response = client.post(f"{BASE}/trigger", {**VALID, "idempotency_key": "once"}, format="json")
+        return response.status_code, response.json()["job_id"]
+
+    results = run_in_threads(50, call)
+
+    assert sorted({status for status, _ in results}) in ([200, 201], [201])
+    assert [status for status, _ in results].count(201) == 1
+    assert len({job_id for _, job_id in results}) == 1
+    assert Job.objects.count() == 1
+
+
+BAD_TRIGGERS = [
+    ("not json", "{nope"),
+    ("array", "[]"),
+    ("missing lock_key", {"queue": "q", "task": "t"}),
+    ("missing queue", {"task": "t", "lock_key": "k"}),
+    ("number as queue", {"queue": 5, "task": "t", "lock_key": "k"}),
+    ("bad queue name", {"queue": "a queue", "task": "t", "lock_key": "k"}),
+    ("empty task", {"queue": "q", "task": "", "lock_key": "k"}),
+    ("args not an object", {**VALID, "args": [1, 2]}),
+    ("string priority", {**VALID, "priority": "1"}),
+    ("negative priority", {**VALID, "priority": -1}),
+    ("huge priority", {**VALID, "priority": 2**31}),
+    ("negative max_attempts", {**VALID, "max_attempts": -1}),
+    ("zero lease", {**VALID, "lease_ttl_sec": 0}),
+    ("bad available_at", {**VALID, "available_at": "tomorrow"}),
+    ("empty idempotency key", {**VALID, "idempotency_key": ""}),
+    ("NUL in args", '{"queue": "q", "task": "t", "lock_key": "k", "args": {"x": "a\\u0000b"}}'),
+    ("NUL in a key", '{"queue": "q", "task": "t", "lock_key": "k", "args": {"a\\u0000": 1}}'),
+    ("lone surrogate", '{"queue": "q", "task": "t", "lock_key": "k\\udc00"}'),
+    ("too deep", '{"queue": "q", "task": "t", "lock_key": "k", "args": ' + '{"a": ' * 80 + "1" + "}" * 80 + "}"),
+    ("long lock_key", {**VALID, "lock_key": "x" * 1001}),
+]
+
+
+@ALL_DATABASES
+@pytest.mark.parametrize(("case", "body"), BAD_TRIGGERS, ids=[case for case, _ in BAD_TRIGGERS])
+def test_bad_triggers_are_400_and_write_nothing(api, case, body):
+    if isinstance(body, str):
+        response = api.post(f"{BASE}/trigger", body, content_type="application/json")
+    else:
+        response = trigger(api, body)
+
+    assert response.status_code == 400, response.content
+    assert set(response.json()) == {"code", "message", "details"}
+    assert Job.objects.count() == 0 and JobEvent.objects.count() == 0
+
+
+# --- bulk ---------------------------------------------------------------------------------
+
+
+@ALL_DATABASES
+def test_bulk_trigger_creates_all_jobs_in_order(api):
+    body = {"jobs": [{**VALID, "lock_key": f"k{i}", "args": {"i": i}} for i in range(5)]}
+
+    response = trigger(api, body, "/trigger/bulk")
+
+    assert response.status_code == 201
+    created = response.json()["jobs"]
+    assert [job(item["job_id"]).args["i"] for item in created] == [0, 1, 2, 3, 4]
+    assert all(item["created"] for item in created)
+
+
+@ALL_DATABASES
+def test_bulk_trigger_is_idempotent_per_item(api):
+    trigger(api, {**VALID, "idempotency_key": "old"})
+
+    response = trigger(api, {"jobs": [{**VALID, "idempotency_key": "old"}, {**VALID, "idempotency_key": "new"}]}, "/trigger/bulk")
+
+    assert [item["created"] for item in response.json()["jobs"]] == [False, True]
+    assert Job.objects.count() == 2
+
+
+@ALL_DATABASES
+@pytest.mark.parametrize(
+    "body",
+    [{"jobs": []}, {"jobs": "x"}, {"jobs": [VALID, {"queue": "q"}]}, {"jobs": [VALID] * 1001}, {}],
+)
+def test_bulk_trigger_validation_is_all_or_nothing(api, body):
+    response = trigger(api, body, "/trigger/bulk")
+
+    assert response.status_code == 400
+    assert Job.objects.count() == 0
+
+
+@ALL_DATABASES
+def test_bulk_trigger_conflict_writes_nothing(api):
+    trigger(api, {**VALID, "idempotency_key": "k"})
+
+    response = trigger(api, {"jobs": [{**VALID, "lock_key": "fresh"}, {**VALID, "idempotency_key": "k", "task": "other"}]}, "/trigger/bulk")
+
+    assert response.status_code == 409
+    assert Job.objects.count() == 1
+
+
+# --- status and cancel --------------------------------------------------------------------
+
+
+@ALL_DATABASES
+def test_status_has_the_seed_fields(api):
+    enqueued = enqueue(task="t")
+
+    response = api.get(f"{BASE}/{enqueued.job_id}/status")
+
+    assert response.status_code == 200
+    body = response.json()
+    for name in ["job_id", "status", "attempt", "started_at", "finished_at", "heartbeat_at", "error", "progress"]:
+        assert name in body
+    assert (body["status"], body["attempt"], body["progress"], body["error"]) == ("queued", 0, {}, None)
+
+
+@ALL_DATABASES
+def test_unknown_and_malformed_job_ids_are_404(api):
+    assert api.get(f"{BASE}/{uuid.uuid4()}/status").json()["code"] == "not_found"
+    assert api.get(f"{BASE}/not-a-uuid/status").status_code == 404
+    assert api.post(f"{BASE}/{uuid.uuid4()}/cancel").status_code == 404
+
+
+@ALL_DATABASES
+def test_trigger_status_cancel(api):
+    job_id = trigger(api, VALID).json()["job_id"]
+    assert api.get(f"{BASE}/{job_id}/status").json()["status"] == "queued"
+
+    response = api.post(f"{BASE}/{job_id}/cancel")
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "canceled"
+    assert api.get(f"{BASE}/{job_id}/status").json()["status"] == "canceled"
+    assert api.post(f"{BASE}/{job_id}/cancel").status_code == 200  # a repeat is harmless
+
+
+@ALL_DATABASES
+def test_cancel_of_a_running_job_requests_it(api):
+    enqueued = enqueue(task="t")
+    claim_all()
+
+    body = api.post(f"{BASE}/{enqueued.job_id}/cancel").json()
+
+    assert (body["status"], body["cancel_requested"]) == ("running", True)
+
+
+@ALL_DATABASES
+def test_cancel_of_a_finished_job_is_409_with_its_status(api):
+    enqueued = enqueue(task="t")
+    Job.objects.filter(job_id=enqueued.job_id).update(status="succeeded")
+
+    response = api.post(f"{BASE}/{enqueued.job_id}/cancel")
+
+    assert response.status_code == 409
+    assert response.json()["details"]["status"] == "succeeded"
+
+
+# --- list ---------------------------------------------------------------------------------
+
+
+@ALL_DATABASES
+def test_list_is_newest_first_filtered_and_paginated(api):
+    ids = [enqueue(task="a" if i % 2 else "b", queue="q1" if i < 4 else "q2", lock_key=f"lk{i}").job_id for i in range(6)]
+    Job.objects.filter(job_id=ids[0]).update(status="failed")
+
+    everything = api.get(BASE).json()
+    assert [item["job_id"] for item in everything["results"]] == [str(i) for i in reversed(ids)]
+
+    def listed(**query):
+        return [item["job_id"] for item in api.get(BASE, query).json()["results"]]
+
+    assert listed(queue="q2") == [str(ids[5]), str(ids[4])]
+    assert listed(task="a", queue="q1") == [str(ids[3]), str(ids[1])]
+    assert listed(status="failed") == [str(ids[0])]
+    assert listed(lock_key="lk2") == [str(ids[2])]
+
+    page = api.get(BASE, {"page_size": 4}).json()
+    assert len(page["results"]) == 4 and page["next"]
+    rest = api.get(page["next"]).json()
+    assert [item["job_id"] for item in rest["results"]] == [str(ids[1]), str(ids[0])]
+
+
+@ALL_DATABASES
+def test_list_created_range(api):
+    old = enqueue(task="t").job_id
+    Job.objects.filter(job_id=old).update(created_at=timezone.now() - timedelta(days=3))
+    new = enqueue(task="t").job_id
+    since = (timezone.now() - timedelta(days=1)).isoformat()
+
+    assert [item["job_id"] for item in api.get(BASE, {"created_after": since}).json()["results"]] == [str(new)]
+    assert [item["job_id"] for item in api.get(BASE, {"created_before": since}).json()["results"]] == [str(old)]
+
+
+@ALL_DATABASES
+@pytest.mark.parametrize("query", [{"status": "bogus"}, {"created_after": "yesterday"}, {"page_size": "x"}, {"cursor": "garbage"}])
+def test_list_rejects_bad_filters(api, query):
+    response = api.get(BASE, query)
+
+    assert 400 <= response.status_code < 500
+    assert set(response.json()) == {"code", "message", "details"}
+
+
+# --- events -------------------------------------------------------------------------------
+
+
+def ndjson(response) -> list[dict]:
+    assert response["Content-Type"] == "application/x-ndjson"
+    return [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
+
+
+@ALL_DATABASES
+def test_events_dump_in_order_and_close(api):
+    enqueued = enqueue(task="t")
+    claim_all()
+
+    events = ndjson(api.get(f"{BASE}/{enqueued.job_id}/events", {"follow": "false"}))
+
+    assert [event["kind"] for event in events] == ["queued", "picked"]
+    assert events[0]["event_id"] < events[1]["event_id"]
+    assert set(events[0]) == {"event_id", "job_id", "queue", "ts", "kind", "payload"}
+
+
+@ALL_DATABASES
+def test_events_resume_after_an_event_id(api):
+    enqueued = enqueue(task="t")
+    claim_all()
+    first = JobEvent.objects.filter(job_id=enqueued.job_id).first().event_id
+
+    by_query = ndjson(api.get(f"{BASE}/{enqueued.job_id}/events", {"follow": "false", "after": first}))
+    by_header = ndjson(api.get(f"{BASE}/{enqueued.job_id}/events?follow=false", HTTP_LAST_EVENT_ID=str(first)))
+
+    assert [event["kind"] for event in by_query] == [event["kind"] for event in by_header] == ["picked"]
+
+
+@ALL_DATABASES_COMMITTED
+def test_events_follow_until_the_job_finishes(api, settings):
+    settings.DL_EVENTS_POLL_SEC = 0.05
+    enqueued = enqueue(task="t")
+
+    def finish_later():
+        claimed = claim_all()
+        services.jobs_complete(outcomes=[services.Outcome(lease=claimed[0].lease, kind="succeeded", result=1)], worker_id="w")
+        connections.close_all()
+
+    timer = threading.Timer(0.3, finish_later)
+    timer.start()
+    events = ndjson(api.get(f"{BASE}/{enqueued.job_id}/events"))
+    timer.join()
+
+    assert [event["kind"] for event in events] == ["queued", "picked", "done"]
+
+
+@ALL_DATABASES
+def test_events_of_a_finished_job_close_at_once(api):
+    enqueued = enqueue(task="t")
+    services.job_cancel(job_id=enqueued.job_id)
+
+    events = ndjson(api.get(f"{BASE}/{enqueued.job_id}/events"))
+
+    assert [event["kind"] for event in events] == ["queued", "canceled"]
+
+
+@ALL_DATABASES
+@pytest.mark.parametrize("query", [{"follow": "maybe"}, {"after": "-1"}, {"after": "x"}])
+def test_events_reject_bad_parameters(api, query):
+    enqueued = enqueue(task="t")
+
+    assert api.get(f"{BASE}/{enqueued.job_id}/events", query).status_code == 400
+
+
+# --- delete -------------------------------------------------------------------------------
+
+
+@ALL_DATABASES
+def test_delete_dry_run_then_delete(api):
+    enqueued = enqueue(task="t")
+
+    preview = api.delete(f"{BASE}/{enqueued.job_id}?dry_run=true").json()
+    assert preview == {"job_id": str(enqueued.job_id), "status": "queued", "events": 1, "deleted": False, "dry_run": True}
+    assert Job.objects.count() == 1
+
+    assert api.delete(f"{BASE}/{enqueued.job_id}").json()["deleted"] is True
+    assert Job.objects.count() == JobEvent.objects.count() == 0
+    assert api.delete(f"{BASE}/{enqueued.job_id}").status_code == 404
+
+
+@ALL_DATABASES
+def test_delete_of_a_running_job_needs_force(api):
+    enqueued = enqueue(task="t")
+    claim_all()
+
+    refused = api.delete(f"{BASE}/{enqueued.job_id}")
+    assert refused.status_code == 409 and refused.json()["code"] == "job_running"
+    assert Job.objects.count() == 1
+
+    assert api.delete(f"{BASE}/{enqueued.job_id}?force=true").json()["deleted"] is True
+    assert Job.objects.count() == 0
+
+
+# --- auth ---------------------------------------------------------------------------------
+
+
+@ALL_DATABASES
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("post", "/trigger"), ("post", "/trigger/bulk"), ("get", ""), ("get", "/{id}/status"), ("post", "/{id}/cancel"), ("get", "/{id}/events"), ("delete", "/{id}")],
+)
+def test_every_jobs_endpoint_requires_a_token(anonymous, method, path):
+    enqueued = enqueue(task="t")
+
+    response = getattr(anonymous, method)(BASE + path.format(id=enqueued.job_id), VALID, format="json")
+
+    assert response.status_code == 401
+    assert Job.objects.count() == 1 and job(enqueued.job_id).status == "queued"

@@ -1,0 +1,304 @@
+import re
+import uuid
+from datetime import UTC, timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+
+from jobs import services
+from jobs.models import Job, JobEvent, Worker
+from tests.conftest import ALL_DATABASES
+
+pytestmark = ALL_DATABASES
+
+CHANGELIST = "/admin/jobs/job/"
+DASHBOARD = "/admin/jobs/job/dashboard/"
+WORKERS = "/admin/jobs/worker/"
+
+
+def make_jobs(*specs: services.JobSpec) -> list[Job]:
+    enqueued = services.job_enqueue_many(specs=list(specs))
+    return [Job.objects.get(job_id=item.job_id) for item in enqueued]
+
+
+def set_status(job: Job, status: str, **fields) -> Job:
+    Job.objects.filter(job_id=job.job_id).update(status=status, **fields)
+    job.refresh_from_db()
+    return job
+
+
+@pytest.fixture
+def jobs():
+    """One job per status; queues default and reports, tasks sync.pull and reports.build."""
+    now = timezone.now()
+    queued, running, succeeded, failed, canceled, lost = make_jobs(
+        services.JobSpec(queue="default", task="sync.pull", lock_key="customer-1", idempotency_key="pull-1"),
+        services.JobSpec(queue="default", task="sync.pull", lock_key="customer-2"),
+        services.JobSpec(queue="default", task="sync.pull", lock_key="customer-3"),
+        services.JobSpec(queue="reports", task="reports.build", lock_key="report-1"),
+        services.JobSpec(queue="reports", task="reports.build", lock_key="report-2"),
+        services.JobSpec(queue="reports", task="reports.build", lock_key="report-3"),
+    )
+    return {
+        "queued": queued,
+        "running": set_status(running, "running", attempt=1, started_at=now),
+        "succeeded": set_status(succeeded, "succeeded", attempt=1, started_at=now, finished_at=now),
+        "failed": set_status(failed, "failed", attempt=5, error="boom", started_at=now, finished_at=now),
+        "canceled": set_status(canceled, "canceled", attempt=2, cancel_requested=True, finished_at=now),
+        "lost": set_status(lost, "lost", attempt=5, started_at=now, finished_at=now),
+    }
+
+
+def listed(response) -> list[Job]:
+    return list(response.context["cl"].result_list)
+
+
+def message(response) -> str:
+    return str(list(response.context["messages"])[0])
+
+
+def post_action(client, action, selected: list[Job]):
+    return client.post(
+        CHANGELIST, {"action": action, "_selected_action": [str(job.job_id) for job in selected]}, follow=True
+    )
+
+
+@pytest.fixture
+def viewer(client):
+    """A staff member who may look at jobs but not change them."""
+    user = get_user_model().objects.create_user("viewer", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_job"))
+    client.force_login(user)
+    return client
+
+
+# --- the job list ---------------------------------------------------------------------
+
+
+def test_changelist_lists_newest_first_with_filters_and_a_dashboard_link(admin_client, jobs):
+    response = admin_client.get(CHANGELIST)
+
+    assert response.status_code == 200
+    ids = [job.job_id for job in listed(response)]
+    assert sorted(ids, reverse=True) == ids and len(ids) == 6
+    html = response.content.decode()
+    for status in ["queued", "running", "succeeded", "failed", "canceled", "lost"]:
+        assert f'href="?status__exact={status}"' in html
+    assert 'href="?queue=default"' in html and 'href="?queue=reports"' in html
+    assert 'href="?task=sync.pull"' in html and 'href="?task=reports.build"' in html
+    assert f'href="{DASHBOARD}"' in html
+    assert "5/5" in html  # attempt/max_attempts of the failed job
+
+
+def test_changelist_filters(admin_client, jobs):
+    by_status = admin_client.get(CHANGELIST, {"status__exact": "failed"})
+    assert listed(by_status) == [jobs["failed"]]
+
+    by_queue_and_task = admin_client.get(CHANGELIST, {"queue": "default", "task": "sync.pull"})
+    assert {job.job_id for job in listed(by_queue_and_task)} == {jobs[name].job_id for name in ["queued", "running", "succeeded"]}
+
+
+@pytest.mark.parametrize(
+    ("term", "expected"),
+    [
+        (lambda jobs: str(jobs["running"].job_id), ["running"]),
+        (lambda jobs: f"  {str(jobs['running'].job_id).upper()} ", ["running"]),  # any UUID spelling, padded
+        (lambda jobs: "pull-1", ["queued"]),  # idempotency_key
+        (lambda jobs: "report-2", ["canceled"]),  # lock_key
+        (lambda jobs: str(jobs["running"].job_id)[:8], []),  # exact matches only, no prefixes
+        (lambda jobs: "customer", []),
+        (lambda jobs: "not a uuid'; --", []),
+    ],
+)
+def test_search_matches_job_id_idempotency_key_or_lock_key_exactly(admin_client, jobs, term, expected):
+    response = admin_client.get(CHANGELIST, {"q": term(jobs)})
+
+    assert response.status_code == 200
+    assert listed(response) == [jobs[name] for name in expected]
+
+
+def test_jobs_cannot_be_added_edited_or_deleted(admin_client, jobs):
+    assert admin_client.get(f"{CHANGELIST}add/").status_code == 403
+    assert admin_client.get(f"{CHANGELIST}{jobs['failed'].job_id}/delete/").status_code == 403
+    html = admin_client.get(CHANGELIST).content.decode()
+    assert "delete_selected" not in html
+
+    response = admin_client.post(f"{CHANGELIST}{jobs['failed'].job_id}/change/", {"status": "queued", "attempt": "0"})
+
+    assert response.status_code == 403
+    assert Job.objects.get(job_id=jobs["failed"].job_id).status == "failed"
+
+
+def test_detail_page_is_read_only_and_shows_the_events_in_order(admin_client, jobs):
+    failed = jobs["failed"]
+    services.job_retry(job_id=failed.job_id, requested_by="someone")
+    events = list(JobEvent.objects.filter(job_id=failed.job_id).order_by("event_id"))
+    assert [event.kind for event in events] == ["queued", "requeue"]
+
+    response = admin_client.get(f"{CHANGELIST}{failed.job_id}/change/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'name="_save"' not in html
+    (inline,) = response.context["inline_admin_formsets"]
+    assert [form.original for form in inline] == events
+    assert "retry_requested" in html and "someone" in html  # the requeue event's payload
+    assert 'name="events-0-kind"' not in html  # shown, not editable
+
+
+def test_search_with_a_nul_character_is_refused_politely(admin_client, jobs):
+    response = admin_client.get(CHANGELIST, {"q": "nul\x00byte"})
+
+    assert response.status_code == 200
+    assert message(response) == "Null characters are not allowed."
+
+
+# --- actions --------------------------------------------------------------------------
+
+
+def test_retry_requeues_only_failed_canceled_and_lost_jobs(admin_client, jobs):
+    before = {name: (job.status, job.attempt) for name, job in jobs.items()}
+
+    response = post_action(admin_client, "retry_jobs", list(jobs.values()))
+
+    assert message(response) == (
+        "3 job(s) put back in their queue with attempts reset; 3 job(s) were not failed, canceled or lost and were left alone."
+    )
+    for name, job in jobs.items():
+        job.refresh_from_db()
+        if name in {"failed", "canceled", "lost"}:
+            assert (job.status, job.attempt, job.finished_at, job.error, job.cancel_requested) == ("queued", 0, None, None, False)
+            requeue = JobEvent.objects.filter(job_id=job.job_id).order_by("event_id").last()
+            assert (requeue.kind, requeue.payload) == ("requeue", {"reason": "retry_requested", "by": "admin"})
+        else:
+            assert (job.status, job.attempt) == before[name]
+            assert not JobEvent.objects.filter(job_id=job.job_id, kind="requeue").exists()
+
+
+def test_cancel_cancels_queued_asks_running_to_stop_and_skips_finished(admin_client, jobs):
+    selected = [jobs[name] for name in ["queued", "running", "succeeded", "canceled"]]
+
+    response = post_action(admin_client, "cancel_jobs", selected)
+
+    assert message(response) == (
+        "1 queued job(s) canceled; cancellation requested for 1 running job(s); 2 job(s) had already finished and were left alone."
+    )
+    queued, running, succeeded, canceled = (Job.objects.get(job_id=job.job_id) for job in selected)
+    assert (queued.status, queued.cancel_requested) == ("canceled", True) and queued.finished_at is not None
+    assert JobEvent.objects.get(job_id=queued.job_id, kind="canceled").payload == {"by": "admin", "while": "queued"}
+    assert (running.status, running.cancel_requested) == ("running", True)
+    assert (succeeded.status, succeeded.cancel_requested) == ("succeeded", False)
+    assert canceled.status == "canceled"
+    assert not JobEvent.objects.filter(job_id__in=[running.job_id, succeeded.job_id, canceled.job_id], kind="canceled").exists()
+
+
+def test_actions_need_the_change_permission(viewer, jobs):
+    response = viewer.get(CHANGELIST)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "retry_jobs" not in html and "cancel_jobs" not in html
+
+    post_action(viewer, "retry_jobs", [jobs["failed"]])
+    post_action(viewer, "cancel_jobs", [jobs["queued"]])
+
+    assert Job.objects.get(job_id=jobs["failed"].job_id).status == "failed"
+    assert Job.objects.get(job_id=jobs["queued"].job_id).status == "queued"
+
+
+def test_actions_are_offered_with_the_change_permission(viewer, jobs):
+    user = get_user_model().objects.get(username="viewer")
+    user.user_permissions.add(Permission.objects.get(codename="change_job"))
+
+    response = post_action(viewer, "retry_jobs", [jobs["failed"]])
+
+    assert message(response).startswith("1 job(s) put back in their queue")
+    assert Job.objects.get(job_id=jobs["failed"].job_id).status == "queued"
+
+
+# --- workers --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def workers(settings):
+    settings.DL_HEARTBEAT_SEC = 10
+    ids = {"live": uuid.uuid4(), "silent": uuid.uuid4()}
+    services.worker_register(worker_id=ids["live"], hostname="host-live", pid=101, queues={"default": 4, "reports": 1})
+    services.worker_register(worker_id=ids["silent"], hostname="host-silent", pid=202, queues={"default": 1})
+    # 31 s without a heartbeat is more than three 10 s periods.
+    Worker.objects.filter(worker_id=ids["silent"]).update(heartbeat_at=timezone.now() - timedelta(seconds=31))
+    return ids
+
+
+def worker_row(html: str, hostname: str) -> str:
+    return re.search(rf"<tr[^>]*>(?:(?!</tr>).)*{hostname}(?:(?!</tr>).)*</tr>", html, re.S).group(0)
+
+
+def test_worker_list_shows_which_workers_are_live(admin_client, workers):
+    response = admin_client.get(WORKERS)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    live_row, silent_row = worker_row(html, "host-live"), worker_row(html, "host-silent")
+    assert 'alt="True"' in live_row and "101" in live_row and "default × 4, reports × 1" in live_row
+    assert 'alt="False"' in silent_row and "202" in silent_row
+    assert admin_client.get(f"{WORKERS}add/").status_code == 403
+    assert 'name="_save"' not in admin_client.get(f"{WORKERS}{workers['live']}/change/").content.decode()
+
+
+# --- dashboard ------------------------------------------------------------------------
+
+
+def test_dashboard_draws_queue_depth_live_workers_and_throughput(admin_client, jobs, workers):
+    five_minutes_ago = (timezone.now() - timedelta(minutes=5)).replace(second=30)
+    two_hours_ago = timezone.now() - timedelta(hours=2)
+    Job.objects.filter(job_id__in=[jobs["succeeded"].job_id, jobs["failed"].job_id, jobs["lost"].job_id]).update(
+        finished_at=five_minutes_ago
+    )
+    Job.objects.filter(job_id=jobs["canceled"].job_id).update(finished_at=two_hours_ago)  # outside the window
+    extra_succeeded = make_jobs(services.JobSpec(queue="default", task="sync.pull", lock_key="customer-4"))[0]
+    set_status(extra_succeeded, "succeeded", attempt=1, finished_at=five_minutes_ago)
+
+    response = admin_client.get(DASHBOARD)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'id="jobs-dashboard"' in html
+    assert 'data-queue="default"' in html and 'data-queue="reports"' in html
+    assert 'aria-label="default: 1 queued, 1 running, 2 succeeded"' in html
+    assert 'aria-label="reports: 1 failed, 1 canceled, 1 lost"' in html
+    assert "total 4 · queued 1 · running 1 · succeeded 2" in html
+    # Live workers only: the silent one is left out.
+    assert f'data-worker="{workers["live"]}"' in html
+    assert "host-live" in html and "host-silent" not in html
+    # One column per minute of the last hour; the finished jobs land in theirs.
+    columns = re.findall(r'data-minute="([^"]+)" data-succeeded="(\d+)" data-failed="(\d+)"', html)
+    assert len(columns) == 61
+    minute = five_minutes_ago.astimezone(UTC).strftime("%Y-%m-%dT%H:%MZ")
+    assert (minute, "2", "2") in columns  # failed counts the lost job too
+    assert sum(int(succeeded) for _minute, succeeded, _failed in columns) == 2
+    assert sum(int(failed) for _minute, _succeeded, failed in columns) == 2
+    assert "2 succeeded, 2 failed, canceled or lost." in html
+
+
+def test_dashboard_without_jobs_or_workers(admin_client):
+    response = admin_client.get(DASHBOARD)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "No jobs yet." in html and "No live workers." in html
+    assert "0 succeeded, 0 failed, canceled or lost." in html
+
+
+def test_dashboard_requires_staff_with_view_permission(client, viewer):
+    assert viewer.get(DASHBOARD).status_code == 200
+
+    client.logout()
+    anonymous = client.get(DASHBOARD)
+    assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
+
+    get_user_model().objects.create_user("stranger", password="pw", is_staff=True)
+    client.login(username="stranger", password="pw")
+    assert client.get(DASHBOARD).status_code == 403

@@ -1,0 +1,101 @@
+"""The migrated dl_jobs/dl_job_events are the seed 002 DDL: applied to a scratch database, compared."""
+
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.db import connections
+from psycopg import sql
+
+from pipeline_project.databases import connection_params
+from tests.conftest import ALL_DATABASES
+
+pytestmark = ALL_DATABASES
+
+SEED_DDL = (Path(__file__).parent / "seed_002_ddl.sql").read_text()
+TABLES = ("dl_jobs", "dl_job_events")
+# Indexes the project adds for its own queries (listed in the README); nothing else may differ.
+EXTRA_INDEXES = {
+    "ix_dl_jobs_claim_order",
+    "ix_dl_jobs_created_brin",
+    "ix_dl_jobs_finished",
+    "ux_dl_jobs_running_lock_key",
+    "ix_dl_job_events_job",
+}
+
+
+def describe(conn: psycopg.Connection) -> dict:
+    return {
+        "columns": conn.execute(
+            """
+            SELECT table_name, ordinal_position, column_name, data_type, udt_name, is_nullable, column_default
+            FROM information_schema.columns WHERE table_schema = 'public' AND table_name = ANY(%s)
+            ORDER BY table_name, ordinal_position
+            """,
+            [list(TABLES)],
+        ).fetchall(),
+        "enum": [
+            row[0]
+            for row in conn.execute(
+                "SELECT enumlabel FROM pg_enum e JOIN pg_type t ON t.oid = e.enumtypid WHERE t.typname = 'dl_status' ORDER BY enumsortorder"
+            )
+        ],
+        "indexes": dict(
+            conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = ANY(%s)", [list(TABLES)])
+        ),
+        "constraints": dict(
+            conn.execute(
+                """
+                SELECT c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid
+                WHERE t.relname = ANY(%s)
+                """,
+                [list(TABLES)],
+            )
+        ),
+    }
+
+
+@pytest.fixture
+def seed_schema():
+    """A scratch database built from the seed DDL, described, then dropped."""
+    params = connection_params("default")
+    scratch = f"{params['dbname']}_seed_ddl"
+    admin = {**params, "dbname": "postgres"}
+    with psycopg.connect(**admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(scratch)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(scratch)))
+    try:
+        with psycopg.connect(**{**params, "dbname": scratch}, autocommit=True) as conn:
+            conn.execute(SEED_DDL)
+            yield describe(conn)
+    finally:
+        with psycopg.connect(**admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(scratch)))
+
+
+@pytest.fixture
+def migrated_schema():
+    connections["default"].ensure_connection()
+    with psycopg.connect(**connection_params("default")) as conn:
+        return describe(conn)
+
+
+def test_columns_types_nullability_and_defaults_match_the_seed(seed_schema, migrated_schema):
+    assert migrated_schema["columns"] == seed_schema["columns"]
+
+
+def test_status_enum_matches_the_seed(seed_schema, migrated_schema):
+    assert migrated_schema["enum"] == seed_schema["enum"] == ["queued", "running", "succeeded", "failed", "canceled", "lost"]
+
+
+def test_constraints_match_the_seed(seed_schema, migrated_schema):
+    assert migrated_schema["constraints"] == seed_schema["constraints"]
+    assert "dl_jobs_chk_positive" in migrated_schema["constraints"]
+    assert "ON DELETE CASCADE" in migrated_schema["constraints"]["dl_job_events_job_id_fkey"]
+
+
+def test_seed_indexes_are_identical_and_extras_are_the_documented_ones(seed_schema, migrated_schema):
+    for name, definition in seed_schema["indexes"].items():
+        assert migrated_schema["indexes"].get(name) == definition, name
+    assert set(migrated_schema["indexes"]) - set(seed_schema["indexes"]) == EXTRA_INDEXES
+    assert {"ix_dl_jobs_claim", "ix_dl_jobs_running_lease", "ix_dl_jobs_status_queue"} <= set(seed_schema["indexes"])

@@ -1,0 +1,63 @@
+from datetime import timedelta
+
+from django.utils import timezone
+
+from jobs import selectors, services
+from jobs.models import Job, Worker
+from tests.conftest import ALL_DATABASES
+from tests.jobs.conftest import enqueue
+
+pytestmark = ALL_DATABASES
+
+
+def test_next_available_at_is_the_soonest_future_job_of_the_given_queues():
+    now = timezone.now()
+    enqueue(task="t", queue="a", available_at=now + timedelta(minutes=5))
+    enqueue(task="t", queue="b", available_at=now + timedelta(minutes=1))
+    enqueue(task="t", queue="c", available_at=now + timedelta(seconds=10))
+    enqueue(task="t", queue="a")  # available now: not a timer
+
+    assert selectors.next_available_at(queues=["a", "b"]) == now + timedelta(minutes=1)
+    assert selectors.next_available_at(queues=["nothing"]) is None
+
+
+def test_queue_depths_by_queue_and_status():
+    for queue in ["a", "a", "b"]:
+        enqueue(task="t", queue=queue)
+    Job.objects.filter(queue="b").update(status="failed")
+
+    assert selectors.queue_depths() == {"a": {"queued": 2}, "b": {"failed": 1}}
+
+
+def test_live_workers_and_status_section():
+    services.worker_register(worker_id="00000000-0000-0000-0000-000000000001", hostname="h1", pid=1, queues={"a": 2})
+    services.worker_register(worker_id="00000000-0000-0000-0000-000000000002", hostname="h2", pid=2, queues={"a": 1})
+    Worker.objects.filter(hostname="h2").update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    enqueue(task="t", queue="a")
+
+    name, section = selectors.status_section()
+
+    assert name == "jobs"
+    assert [worker["hostname"] for worker in section["workers"]] == ["h1"]
+    assert section["queues"] == {"a": {"queued": 1}}
+
+
+def test_status_endpoint_shows_workers_and_queues(api):
+    services.worker_register(worker_id="00000000-0000-0000-0000-000000000003", hostname="h3", pid=3, queues={"a": 2})
+
+    body = api.get("/status").json()
+
+    assert body["jobs"]["workers"][0]["hostname"] == "h3"
+    assert "queues" in body["jobs"]
+
+
+def test_throughput_per_minute():
+    now = timezone.now()
+    done, failed, lost = (enqueue(task="t") for _ in range(3))
+    Job.objects.filter(job_id=done.job_id).update(status="succeeded", finished_at=now)
+    Job.objects.filter(job_id=failed.job_id).update(status="failed", finished_at=now)
+    Job.objects.filter(job_id=lost.job_id).update(status="lost", finished_at=now - timedelta(hours=2))
+
+    rows = selectors.throughput(minutes=60)
+
+    assert len(rows) == 1 and (rows[0]["succeeded"], rows[0]["failed"]) == (1, 1)
