@@ -69,9 +69,7 @@ def bench_connection(params: dict, alias: str, **kwargs) -> psycopg.Connection:
 
 
 def manage(env: dict, *args: str) -> str:
-    result = subprocess.run(
-        [PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True, text=True
-    )
+    result = subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     return result.stdout
 
 

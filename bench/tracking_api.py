@@ -85,7 +85,11 @@ def register_throughput(port: int, token: str, *, threads: int, per_thread: int)
         worker.join()
     elapsed = time.perf_counter() - started
     files = threads * per_thread
-    return {"files_per_s": round(files / elapsed), "rows_per_s": round(files * SHARDS_PER_FILE / elapsed), "files": files}
+    return {
+        "files_per_s": round(files / elapsed),
+        "rows_per_s": round(files * SHARDS_PER_FILE / elapsed),
+        "files": files,
+    }
 
 
 def main() -> None:
@@ -109,20 +113,43 @@ def main() -> None:
             for stage in STAGES:
                 path = f"/api/v1/pipeline/queues/{stage}?limit=100"
                 client.request("GET", path)  # warm up
-                results.append((f"GET /queues/{stage}?limit=100", percentiles(timed(lambda: client.request("GET", path), args.requests))))
+                results.append(
+                    (
+                        f"GET /queues/{stage}?limit=100",
+                        percentiles(timed(lambda: client.request("GET", path), args.requests)),
+                    )
+                )
             since = "/api/v1/pipeline/queues/shard-worker?limit=100&updated_since=2000-01-01T00:00:00Z"
-            results.append(("GET /queues/shard-worker?updated_since=…", percentiles(timed(lambda: client.request("GET", since), args.requests))))
+            results.append(
+                (
+                    "GET /queues/shard-worker?updated_since=…",
+                    percentiles(timed(lambda: client.request("GET", since), args.requests)),
+                )
+            )
             deep = "/api/v1/pipeline/queues/shard-worker?limit=100&offset=10000"
-            results.append(("GET /queues/shard-worker?offset=10000", percentiles(timed(lambda: client.request("GET", deep), args.requests))))
+            results.append(
+                (
+                    "GET /queues/shard-worker?offset=10000",
+                    percentiles(timed(lambda: client.request("GET", deep), args.requests)),
+                )
+            )
             for limit in (1, 10, 100):
                 claim = f"/api/v1/pipeline/queues/mysql-sender/claim"
                 results.append(
-                    (f"POST /queues/mysql-sender/claim limit={limit}", percentiles(timed(lambda: client.request("POST", claim, {"limit": limit}), args.requests)))
+                    (
+                        f"POST /queues/mysql-sender/claim limit={limit}",
+                        percentiles(timed(lambda: client.request("POST", claim, {"limit": limit}), args.requests)),
+                    )
                 )
-            print_table(f"latency over HTTP with {args.rows:,} rows (sequential keep-alive client)", [(label, r) for label, r in results])
+            print_table(
+                f"latency over HTTP with {args.rows:,} rows (sequential keep-alive client)",
+                [(label, r) for label, r in results],
+            )
 
             register = register_throughput(port, token, threads=8, per_thread=250)
-            print_table("register throughput (8 concurrent clients, 10 shards per file)", [("POST /files/register", register)])
+            print_table(
+                "register throughput (8 concurrent clients, 10 shards per file)", [("POST /files/register", register)]
+            )
     finally:
         if not args.keep:
             drop_bench_databases(params)

@@ -177,7 +177,9 @@ def _throughput_columns(rows: list[dict]) -> list[dict]:
     last = max([this_minute, *by_minute])
     window = [
         {"minute": minute, "succeeded": 0, "failed": 0, **by_minute.get(minute, {})}
-        for minute in (first + timedelta(minutes=offset) for offset in range((last - first) // timedelta(minutes=1) + 1))
+        for minute in (
+            first + timedelta(minutes=offset) for offset in range((last - first) // timedelta(minutes=1) + 1)
+        )
     ]
     peak = max((column["succeeded"] + column["failed"] for column in window), default=0) or 1
     return [

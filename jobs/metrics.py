@@ -12,13 +12,19 @@ from prometheus_client.core import GaugeMetricFamily
 
 CLAIMED = Counter("dl_jobs_claimed_total", "Jobs claimed by this worker.", ["queue"])
 SUCCEEDED = Counter("dl_jobs_succeeded_total", "Jobs that succeeded.", ["queue", "task"])
-FAILED = Counter("dl_jobs_failed_total", "Jobs that failed for good (attempts spent or unknown task).", ["queue", "task"])
+FAILED = Counter(
+    "dl_jobs_failed_total", "Jobs that failed for good (attempts spent or unknown task).", ["queue", "task"]
+)
 RETRIED = Counter("dl_jobs_retried_total", "Failed runs put back in the queue for another attempt.", ["queue", "task"])
 CANCELED = Counter("dl_jobs_canceled_total", "Running jobs stopped by cancellation.", ["queue", "task"])
-LEASE_LOST = Counter("dl_jobs_lease_lost_total", "Runs whose result was dropped because the lease was lost.", ["queue", "task"])
+LEASE_LOST = Counter(
+    "dl_jobs_lease_lost_total", "Runs whose result was dropped because the lease was lost.", ["queue", "task"]
+)
 REAPED = Counter("dl_jobs_reaped_total", "Expired leases handled by the reaper.", ["outcome"])
 BOUNCED = Counter("dl_jobs_lock_bounced_total", "Claims bounced off a busy lock_key.", ["queue"])
-CLAIM_RACES = Counter("dl_jobs_claim_races_total", "Claims retried after racing another worker for a lock_key.", ["queue"])
+CLAIM_RACES = Counter(
+    "dl_jobs_claim_races_total", "Claims retried after racing another worker for a lock_key.", ["queue"]
+)
 PROCESSING = Histogram(
     "dl_job_processing_seconds",
     "Time from claim to recorded outcome.",

@@ -95,7 +95,11 @@ def _json(value):
 
 
 def _leases_arrays(leases: list[Lease]) -> tuple[list, list, list]:
-    return [lease.job_id for lease in leases], [lease.attempt for lease in leases], [lease.started_at for lease in leases]
+    return (
+        [lease.job_id for lease in leases],
+        [lease.attempt for lease in leases],
+        [lease.started_at for lease in leases],
+    )
 
 
 # --- producers and operators ------------------------------------------------------------
@@ -153,10 +157,10 @@ def job_enqueue_many(*, specs: list[JobSpec]) -> list[Enqueued]:
                 [values for _sql_type, values in columns.values()],
             )
         }
-        keys = [spec.idempotency_key for spec, job_id in zip(specs, new_ids) if job_id not in inserted]
+        keys = [spec.idempotency_key for spec, job_id in zip(specs, new_ids, strict=True) if job_id not in inserted]
         existing = _existing_by_key(keys) if keys else {}
         results = []
-        for spec, job_id in zip(specs, new_ids):
+        for spec, job_id in zip(specs, new_ids, strict=True):
             if job_id in inserted:
                 results.append(Enqueued(job_id=job_id, status=inserted[job_id], created=True))
                 continue
@@ -166,7 +170,11 @@ def job_enqueue_many(*, specs: list[JobSpec]) -> list[Enqueued]:
                 raise ConflictError(
                     f"idempotency_key {spec.idempotency_key!r} already names a different job.",
                     code="idempotency_conflict",
-                    details={"idempotency_key": spec.idempotency_key, "job_id": str(found["job_id"]), "differs": mismatched},
+                    details={
+                        "idempotency_key": spec.idempotency_key,
+                        "job_id": str(found["job_id"]),
+                        "differs": mismatched,
+                    },
                 )
             results.append(Enqueued(job_id=found["job_id"], status=found["status"], created=False))
     return results
@@ -178,7 +186,14 @@ def _existing_by_key(keys: list[str]) -> dict[str, dict]:
         [keys],
     )
     return {
-        key: {"job_id": job_id, "status": status, "queue": queue, "task": task, "args": _json(args), "lock_key": lock_key}
+        key: {
+            "job_id": job_id,
+            "status": status,
+            "queue": queue,
+            "task": task,
+            "args": _json(args),
+            "lock_key": lock_key,
+        }
         for key, job_id, status, queue, task, args, lock_key in rows
     }
 
@@ -346,7 +361,13 @@ def jobs_claim(
         FROM updated
         ORDER BY priority, created_at
         """,
-        {"queue": queue, "limit": limit, "worker": worker_id, "backoff": busy_backoff_sec, "skip": list(skip_lock_keys)},
+        {
+            "queue": queue,
+            "limit": limit,
+            "worker": worker_id,
+            "backoff": busy_backoff_sec,
+            "skip": list(skip_lock_keys),
+        },
     )
     jobs = [
         ClaimedJob(
@@ -610,7 +631,9 @@ def worker_register(*, worker_id: uuid.UUID, hostname: str, pid: int, queues: di
 
 
 def worker_heartbeat(*, worker_id: uuid.UUID, running_jobs: int) -> None:
-    _rows("UPDATE dl_workers SET heartbeat_at = now(), running_jobs = %s WHERE worker_id = %s", [running_jobs, worker_id])
+    _rows(
+        "UPDATE dl_workers SET heartbeat_at = now(), running_jobs = %s WHERE worker_id = %s", [running_jobs, worker_id]
+    )
 
 
 def worker_deregister(*, worker_id: uuid.UUID) -> None:

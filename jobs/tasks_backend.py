@@ -101,7 +101,9 @@ def _task_result(task: Task, job: Job, alias: str) -> TaskResult:
             worker_ids.append(payload.get("worker", ""))
             last_attempted_at = event.ts
         elif "exception_class" in payload:
-            errors.append(TaskError(exception_class_path=payload["exception_class"], traceback=payload.get("traceback", "")))
+            errors.append(
+                TaskError(exception_class_path=payload["exception_class"], traceback=payload.get("traceback", ""))
+            )
         elif event.kind in (EventKind.FAILED, EventKind.LOST, EventKind.CANCELED) and job.error:
             errors.append(TaskError(exception_class_path="builtins.RuntimeError", traceback=job.error))
         elif event.kind == EventKind.DONE:
@@ -128,7 +130,9 @@ def _trusted_module(module_path: str) -> bool:
     """Inside an installed app, or one of the JOBS_HANDLER_MODULES."""
     if apps.get_containing_app_config(module_path) is not None:
         return True
-    return any(module_path == trusted or module_path.startswith(f"{trusted}.") for trusted in settings.JOBS_HANDLER_MODULES)
+    return any(
+        module_path == trusted or module_path.startswith(f"{trusted}.") for trusted in settings.JOBS_HANDLER_MODULES
+    )
 
 
 def _django_task(name: str) -> Task | None:

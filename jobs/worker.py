@@ -34,8 +34,8 @@ import time
 import traceback
 import uuid
 from collections import deque
-from queue import SimpleQueue
 from dataclasses import dataclass
+from queue import SimpleQueue
 
 import psycopg
 from django.conf import settings
@@ -507,7 +507,9 @@ class Worker:
     def _start_threads(self) -> None:
         for queue, concurrency in self.config.queues.items():
             for index in range(concurrency):
-                threading.Thread(target=self._handler_loop, args=(queue,), name=f"job-{queue}-{index}", daemon=True).start()
+                threading.Thread(
+                    target=self._handler_loop, args=(queue,), name=f"job-{queue}-{index}", daemon=True
+                ).start()
 
     def _stop_threads(self) -> None:
         for queue, concurrency in self.config.queues.items():
@@ -548,7 +550,9 @@ class Worker:
         except JobCancelled:
             return services.Outcome(lease=job.lease, kind="canceled", details={"by": "handler"})
         except Exception as exc:
-            delay = handler.retry_backoff_sec if handler.retry_backoff_sec is not None else self.config.retry_backoff_sec
+            delay = (
+                handler.retry_backoff_sec if handler.retry_backoff_sec is not None else self.config.retry_backoff_sec
+            )
             return services.Outcome(
                 lease=job.lease,
                 kind="error",
@@ -576,7 +580,9 @@ class Worker:
             self._gauges[job.queue][1].dec()
             if outcome is None:
                 self._running.pop(job.lease.job_id, None)
-                metrics.record_outcome(queue=job.queue, task=job.task, status=None, seconds=time.perf_counter() - running.started)
+                metrics.record_outcome(
+                    queue=job.queue, task=job.task, status=None, seconds=time.perf_counter() - running.started
+                )
             else:
                 self.recorder.submit(running, outcome)
         while self._recorded:
@@ -585,7 +591,9 @@ class Worker:
             self._running.pop(job.lease.job_id, None)
             # Claims skipped jobs sharing its lock_key while the result was unrecorded: look again.
             self._may_have_work[job.queue] = True
-            metrics.record_outcome(queue=job.queue, task=job.task, status=status, seconds=time.perf_counter() - running.started)
+            metrics.record_outcome(
+                queue=job.queue, task=job.task, status=status, seconds=time.perf_counter() - running.started
+            )
             if status == "queued":
                 self._reschedule = True  # retried after a backoff: no NOTIFY will say when
             elif status is None:

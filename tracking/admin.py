@@ -11,7 +11,8 @@ def _retry_action(stage: Stage):
         changed = services.stage_retry_failed(stage=stage, row_ids=list(queryset.values_list("pk", flat=True)))
         skipped = queryset.count() - changed
         modeladmin.message_user(
-            request, f"{stage.slug}: {changed} failed row(s) set back to new; {skipped} row(s) were not failed and were left alone."
+            request,
+            f"{stage.slug}: {changed} failed row(s) set back to new; {skipped} row(s) were not failed and were left alone.",
         )
 
     retry.__name__ = f"retry_{stage.key}"

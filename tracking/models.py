@@ -61,7 +61,9 @@ def _ready_notify_sql(*, compare_with_old: bool) -> str:
         else:
             rows = f"new_values n WHERE {ready}"
         checks.append(f"SELECT '{stage.slug}' AS stage WHERE EXISTS (SELECT 1 FROM {rows})")
-    return f"PERFORM pg_notify('{READY_CHANNEL}', stage) FROM ({' UNION ALL '.join(checks)}) AS became_ready; RETURN NULL;"
+    return (
+        f"PERFORM pg_notify('{READY_CHANNEL}', stage) FROM ({' UNION ALL '.join(checks)}) AS became_ready; RETURN NULL;"
+    )
 
 
 def _status_field():

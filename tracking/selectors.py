@@ -30,7 +30,9 @@ def queue_list(*, stage: Stage, limit: int, offset: int = 0, updated_since: date
 
 def file_statuses(*, filename: str) -> list[dict]:
     rows = list(
-        PipelineTracking.objects.filter(filename=filename).order_by("shard").values("shard", *STATUS_COLUMNS, "updated_at")
+        PipelineTracking.objects.filter(filename=filename)
+        .order_by("shard")
+        .values("shard", *STATUS_COLUMNS, "updated_at")
     )
     if not rows:
         raise NotFoundError(f"File {filename!r} is not registered.", details={"filename": filename})
@@ -58,7 +60,8 @@ def metrics_summary() -> dict:
     return {
         "total": totals["total"],
         "by_stage": {
-            stage.key: {status: totals[f"{stage.key}__{status}"] for status in Status.values} for stage in STAGES.values()
+            stage.key: {status: totals[f"{stage.key}__{status}"] for status in Status.values}
+            for stage in STAGES.values()
         },
         "by_shard": list(by_shard),
     }

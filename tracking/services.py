@@ -80,7 +80,12 @@ def event_ingest_mark_done(*, filename: str) -> int:
             raise ConflictError(
                 "event-ingest cannot move to done from the current status of some shards.",
                 code="illegal_transition",
-                details={"filename": filename, "stage": "event-ingest", "transition": "done", "current_status": illegal},
+                details={
+                    "filename": filename,
+                    "stage": "event-ingest",
+                    "transition": "done",
+                    "current_status": illegal,
+                },
             )
         return rows.filter(event_ingest_status=Status.STARTED).update(event_ingest_status=Status.DONE, updated_at=Now())
 
@@ -93,7 +98,9 @@ def stage_transition(*, stage: Stage, transition: str, filename: str, shard: int
     """
     rule = TRANSITIONS[transition]
     row = PipelineTracking.objects.filter(filename=filename, shard=shard)
-    changed = row.filter(**{f"{stage.column}__in": rule.sources}).update(**{stage.column: rule.target, "updated_at": Now()})
+    changed = row.filter(**{f"{stage.column}__in": rule.sources}).update(
+        **{stage.column: rule.target, "updated_at": Now()}
+    )
     if changed:
         return rule.target
     current = row.values_list(stage.column, flat=True).first()
@@ -150,4 +157,3 @@ def queue_claim(*, stage: Stage, limit: int) -> list[QueueItem]:
         )
         rows = sorted(cursor.fetchall(), key=lambda row: (row[2], row[3]))
     return [QueueItem(filename=filename, shard=shard, created_at=created_at) for filename, shard, created_at, _ in rows]
-

@@ -6,7 +6,9 @@ from jobs.models import Job, JobStatus
 class JobFilter(django_filters.FilterSet):
     queue = django_filters.CharFilter()
     task = django_filters.CharFilter()
-    status = django_filters.MultipleChoiceFilter(choices=JobStatus.choices, help_text="Repeatable: ?status=failed&status=lost")
+    status = django_filters.MultipleChoiceFilter(
+        choices=JobStatus.choices, help_text="Repeatable: ?status=failed&status=lost"
+    )
     lock_key = django_filters.CharFilter()
     partition_key = django_filters.CharFilter()
     idempotency_key = django_filters.CharFilter()

@@ -40,7 +40,6 @@ class JobTriggerSerializer(serializers.Serializer):
         return value
 
 
-
 def job_spec(data: dict, *, producer: str) -> services.JobSpec:
     """A validated trigger body as a JobSpec; the producer defaults to the caller's name."""
     return services.JobSpec(
@@ -107,7 +106,9 @@ class JobEventSerializer(serializers.ModelSerializer):
 
 class EventsQuerySerializer(serializers.Serializer):
     follow = serializers.BooleanField(default=True, help_text="Keep the stream open until the job is finished.")
-    after = serializers.IntegerField(min_value=0, max_value=2**63 - 1, default=0, help_text="Resume after this event_id.")
+    after = serializers.IntegerField(
+        min_value=0, max_value=2**63 - 1, default=0, help_text="Resume after this event_id."
+    )
 
 
 class DeleteQuerySerializer(serializers.Serializer):
@@ -121,4 +122,3 @@ class DeletionSerializer(serializers.Serializer):
     events = serializers.IntegerField()
     deleted = serializers.BooleanField()
     dry_run = serializers.BooleanField()
-

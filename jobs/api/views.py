@@ -39,7 +39,11 @@ def _caller(request) -> str:
 class JobTriggerView(APIView):
     @extend_schema(
         request=s.JobTriggerSerializer,
-        responses={201: s.EnqueuedSerializer, 200: s.EnqueuedSerializer, 409: OpenApiResponse(description="idempotency_key names a different job")},
+        responses={
+            201: s.EnqueuedSerializer,
+            200: s.EnqueuedSerializer,
+            409: OpenApiResponse(description="idempotency_key names a different job"),
+        },
         summary="Enqueue a job (idempotent on idempotency_key)",
     )
     def post(self, request):
@@ -124,7 +128,10 @@ class JobDetailView(APIView):
 
 class JobEventsView(APIView):
     @extend_schema(
-        parameters=[s.EventsQuerySerializer, OpenApiParameter("Last-Event-ID", int, OpenApiParameter.HEADER, required=False)],
+        parameters=[
+            s.EventsQuerySerializer,
+            OpenApiParameter("Last-Event-ID", int, OpenApiParameter.HEADER, required=False),
+        ],
         responses={(200, NDJSON): OpenApiTypes.STR},
         summary="The job's journal as NDJSON, one event per line; follows until the job finishes",
     )
@@ -135,7 +142,9 @@ class JobEventsView(APIView):
             after = int(request.headers["Last-Event-ID"])
         selectors.job_get(job_id=job_id)  # 404 before the stream starts
         stream = _event_lines(job_id, after=after, follow=query["follow"])
-        return StreamingHttpResponse(stream, content_type=NDJSON, headers={"X-Accel-Buffering": "no", "Cache-Control": "no-store"})
+        return StreamingHttpResponse(
+            stream, content_type=NDJSON, headers={"X-Accel-Buffering": "no", "Cache-Control": "no-store"}
+        )
 
 
 def _event_lines(job_id, *, after: int, follow: bool):

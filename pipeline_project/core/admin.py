@@ -25,7 +25,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
         token, key = services.api_token_create(name=obj.name, created_by=request.user)
         obj.__dict__.update({field.attname: getattr(token, field.attname) for field in ApiToken._meta.concrete_fields})
         obj._state.adding = False
-        messages.warning(request, f"Token for “{token.name}”: {key} — copy it now; it is stored hashed and will not be shown again.")
+        messages.warning(
+            request, f"Token for “{token.name}”: {key} — copy it now; it is stored hashed and will not be shown again."
+        )
 
     @admin.action(description="Revoke selected tokens")
     def revoke_tokens(self, request, queryset):

@@ -35,7 +35,13 @@ def test_log_lines_are_json_with_request_id_and_masked_extras():
     token = request_id_var.set("req-42")
     try:
         record = logging.makeLogRecord(
-            {"name": "x", "levelname": "INFO", "msg": "using %s", "args": ("Bearer pcp_secret",), "dsn": "postgres://a:b@c/d"}
+            {
+                "name": "x",
+                "levelname": "INFO",
+                "msg": "using %s",
+                "args": ("Bearer pcp_secret",),
+                "dsn": "postgres://a:b@c/d",
+            }
         )
         line = _format(record)
     finally:

@@ -8,7 +8,10 @@ pytestmark = ALL_DATABASES
 
 
 def test_health_needs_no_auth_and_no_database(anonymous):
-    with CaptureQueriesContext(connections["default"]) as default, CaptureQueriesContext(connections["pipeline"]) as pipeline:
+    with (
+        CaptureQueriesContext(connections["default"]) as default,
+        CaptureQueriesContext(connections["pipeline"]) as pipeline,
+    ):
         response = anonymous.get("/health")
 
     assert response.status_code == 200

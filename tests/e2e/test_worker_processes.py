@@ -21,7 +21,8 @@ pytestmark = ALL_DATABASES_COMMITTED
 def enqueue_many(count: int, *, task="test.sleep", args=None, lock_key=lambda i: f"job-{i}", **fields):
     return services.job_enqueue_many(
         specs=[
-            services.JobSpec(queue="default", task=task, args=args or {}, lock_key=lock_key(i), **fields) for i in range(count)
+            services.JobSpec(queue="default", task=task, args=args or {}, lock_key=lock_key(i), **fields)
+            for i in range(count)
         ]
     )
 
@@ -44,7 +45,11 @@ def test_kill_9_with_jobs_in_flight_loses_nothing():
 
     with runworker("--queue", "default:4"):
         wait_for(lambda: all_succeeded(40), timeout=60, what="every job to succeed")
-        wait_for(lambda: not Worker.objects.filter(worker_id=dead_worker.worker_id).exists(), timeout=10, what="the dead worker to be forgotten")
+        wait_for(
+            lambda: not Worker.objects.filter(worker_id=dead_worker.worker_id).exists(),
+            timeout=10,
+            what="the dead worker to be forgotten",
+        )
 
     assert status_counts() == {"succeeded": 40}
     for job_id in orphaned:
@@ -65,7 +70,9 @@ def test_a_postgresql_restart_during_a_run_loses_no_job(private_postgres):
     assert seeding.wait(timeout=60) == 0, seeding.stdout.read()
 
     with runworker("--queue", "default:4", env=env) as worker:
-        wait_for(lambda: status_counts(params).get("succeeded", 0) >= 30, timeout=30, what="progress before the restart")
+        wait_for(
+            lambda: status_counts(params).get("succeeded", 0) >= 30, timeout=30, what="progress before the restart"
+        )
         embedded_postgres.pg_ctl("-w", "-m", "fast", "restart", data_dir=data_dir)
         wait_for(lambda: all_succeeded(300, params), timeout=90, what="every job after the restart")
         assert stop(worker) == 0
@@ -93,7 +100,10 @@ def test_two_processes_never_run_two_jobs_of_one_lock_key_at_once():
         runs.sort()
         overlaps = [(a, b) for a, b in zip(runs, runs[1:]) if a[1] > b[0]]
         assert not overlaps, f"{key}: {overlaps[:3]}"
-    workers = {payload["worker"].rsplit(":", 1)[0] for payload in JobEvent.objects.filter(kind="picked").values_list("payload", flat=True)}
+    workers = {
+        payload["worker"].rsplit(":", 1)[0]
+        for payload in JobEvent.objects.filter(kind="picked").values_list("payload", flat=True)
+    }
     assert len(workers) == 2  # both processes did work
     assert all(attempt == 1 for attempt in Job.objects.values_list("attempt", flat=True))  # bounces burn nothing
     assert len(enqueued) == 1000
@@ -103,7 +113,9 @@ def test_sigterm_lets_the_running_job_finish_and_exits_0():
     [enqueued] = enqueue_many(1, args={"seconds": 1.0})
 
     with runworker("--queue", "default:1") as worker:
-        wait_for(lambda: Job.objects.get(job_id=enqueued.job_id).status == "running", timeout=30, what="the job to start")
+        wait_for(
+            lambda: Job.objects.get(job_id=enqueued.job_id).status == "running", timeout=30, what="the job to start"
+        )
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=15) == 0
 
@@ -115,7 +127,9 @@ def test_sigterm_releases_jobs_that_outlast_the_shutdown_timeout():
     [enqueued] = enqueue_many(1, args={"seconds": 60})
 
     with runworker("--queue", "default:1", "--shutdown-timeout", "0.5") as worker:
-        wait_for(lambda: Job.objects.get(job_id=enqueued.job_id).status == "running", timeout=30, what="the job to start")
+        wait_for(
+            lambda: Job.objects.get(job_id=enqueued.job_id).status == "running", timeout=30, what="the job to start"
+        )
         started = time.monotonic()
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=15) == 0
@@ -139,7 +153,11 @@ def test_runworker_serves_its_own_metrics():
             except OSError:
                 return ""
 
-        text = wait_for(lambda: 'dl_jobs_succeeded_total{queue="default",task="test.echo"} 5.0' in (page := scrape()) and page, timeout=10, what="metrics")
+        text = wait_for(
+            lambda: 'dl_jobs_succeeded_total{queue="default",task="test.echo"} 5.0' in (page := scrape()) and page,
+            timeout=10,
+            what="metrics",
+        )
 
     assert 'dl_jobs_claimed_total{queue="default"} 5.0' in text
     assert "dl_job_processing_seconds_bucket" in text
@@ -159,7 +177,9 @@ def test_workers_json_configures_the_queues():
 
 
 def test_bad_configuration_fails_fast_with_a_clear_message():
-    process = manage("runworker", env={**subprocess_database_env(), "WORKERS_JSON": '[{"queue": "q", "concurrency": 0}]'})
+    process = manage(
+        "runworker", env={**subprocess_database_env(), "WORKERS_JSON": '[{"queue": "q", "concurrency": 0}]'}
+    )
     output, _ = process.communicate(timeout=60)
 
     assert process.returncode != 0
@@ -178,7 +198,6 @@ def test_runreaper_requeues_expired_leases_and_stops_on_sigterm():
         assert stop(reaper) == 0
 
 
-
 def test_web_metrics_sum_the_worker_counters_in_multiprocess_mode(api, tmp_path, monkeypatch):
     enqueue_many(4, task="test.echo")
     env = {**subprocess_database_env(), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
@@ -187,7 +206,11 @@ def test_web_metrics_sum_the_worker_counters_in_multiprocess_mode(api, tmp_path,
         wait_for(lambda: all_succeeded(4), timeout=30, what="the jobs")
         monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
         text = wait_for(
-            lambda: 'dl_jobs_succeeded_total{queue="default",task="test.echo"} 4.0' in (page := api.get("/metrics").content.decode()) and page,
+            lambda: (
+                'dl_jobs_succeeded_total{queue="default",task="test.echo"} 4.0'
+                in (page := api.get("/metrics").content.decode())
+                and page
+            ),
             timeout=10,
             what="the worker's counters on /metrics",
         )

@@ -52,7 +52,11 @@ def running_worker(queues=None, **overrides):
 
 
 def wait_for_status(job_id, *statuses, timeout=15.0) -> Job:
-    return wait_for(lambda: (found := job(job_id)).status in statuses and found, timeout=timeout, what=f"job {job_id} to be {statuses}")
+    return wait_for(
+        lambda: (found := job(job_id)).status in statuses and found,
+        timeout=timeout,
+        what=f"job {job_id} to be {statuses}",
+    )
 
 
 @pytest.fixture

@@ -97,7 +97,9 @@ def test_changelist_filters(admin_client, jobs):
     assert listed(by_status) == [jobs["failed"]]
 
     by_queue_and_task = admin_client.get(CHANGELIST, {"queue": "default", "task": "sync.pull"})
-    assert {job.job_id for job in listed(by_queue_and_task)} == {jobs[name].job_id for name in ["queued", "running", "succeeded"]}
+    assert {job.job_id for job in listed(by_queue_and_task)} == {
+        jobs[name].job_id for name in ["queued", "running", "succeeded"]
+    }
 
 
 @pytest.mark.parametrize(
@@ -169,7 +171,13 @@ def test_retry_requeues_only_failed_canceled_and_lost_jobs(admin_client, jobs):
     for name, job in jobs.items():
         job.refresh_from_db()
         if name in {"failed", "canceled", "lost"}:
-            assert (job.status, job.attempt, job.finished_at, job.error, job.cancel_requested) == ("queued", 0, None, None, False)
+            assert (job.status, job.attempt, job.finished_at, job.error, job.cancel_requested) == (
+                "queued",
+                0,
+                None,
+                None,
+                False,
+            )
             requeue = JobEvent.objects.filter(job_id=job.job_id).order_by("event_id").last()
             assert (requeue.kind, requeue.payload) == ("requeue", {"reason": "retry_requested", "by": "admin"})
         else:
@@ -191,7 +199,9 @@ def test_cancel_cancels_queued_asks_running_to_stop_and_skips_finished(admin_cli
     assert (running.status, running.cancel_requested) == ("running", True)
     assert (succeeded.status, succeeded.cancel_requested) == ("succeeded", False)
     assert canceled.status == "canceled"
-    assert not JobEvent.objects.filter(job_id__in=[running.job_id, succeeded.job_id, canceled.job_id], kind="canceled").exists()
+    assert not JobEvent.objects.filter(
+        job_id__in=[running.job_id, succeeded.job_id, canceled.job_id], kind="canceled"
+    ).exists()
 
 
 def test_actions_need_the_change_permission(viewer, jobs):

@@ -41,7 +41,10 @@ def describe(conn: psycopg.Connection) -> dict:
             )
         ],
         "indexes": dict(
-            conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = ANY(%s)", [list(TABLES)])
+            conn.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = ANY(%s)",
+                [list(TABLES)],
+            )
         ),
         "constraints": dict(
             conn.execute(
@@ -85,7 +88,11 @@ def test_columns_types_nullability_and_defaults_match_the_seed(seed_schema, migr
 
 
 def test_status_enum_matches_the_seed(seed_schema, migrated_schema):
-    assert migrated_schema["enum"] == seed_schema["enum"] == ["queued", "running", "succeeded", "failed", "canceled", "lost"]
+    assert (
+        migrated_schema["enum"]
+        == seed_schema["enum"]
+        == ["queued", "running", "succeeded", "failed", "canceled", "lost"]
+    )
 
 
 def test_constraints_match_the_seed(seed_schema, migrated_schema):

@@ -21,7 +21,9 @@ WORKER = "test-worker"
 
 
 def claim(queue="default", limit=10, **kwargs):
-    return services.jobs_claim(queue=queue, limit=limit, worker_id=WORKER, busy_backoff_sec=kwargs.pop("backoff", 15), **kwargs)
+    return services.jobs_claim(
+        queue=queue, limit=limit, worker_id=WORKER, busy_backoff_sec=kwargs.pop("backoff", 15), **kwargs
+    )
 
 
 def succeed(claimed, result=None):
@@ -38,7 +40,14 @@ def test_enqueue_writes_the_job_and_a_queued_event():
 
     assert enqueued.created and enqueued.status == "queued"
     row = job(enqueued.job_id)
-    assert (row.task, row.args, row.status, row.attempt, row.priority, row.max_attempts) == ("test.echo", {"x": 1}, "queued", 0, 100, 5)
+    assert (row.task, row.args, row.status, row.attempt, row.priority, row.max_attempts) == (
+        "test.echo",
+        {"x": 1},
+        "queued",
+        0,
+        100,
+        5,
+    )
     event = JobEvent.objects.get(job_id=enqueued.job_id)
     assert event.kind == "queued" and event.payload == {"producer": "daemon-1", "idempotency_key": "k1"}
 
@@ -222,7 +231,9 @@ def test_retry_delay_is_applied():
     enqueue(task="t")
     claimed, _ = claim()
 
-    services.jobs_complete(outcomes=[services.Outcome(lease=claimed[0].lease, kind="error", retry_delay_sec=60)], worker_id=WORKER)
+    services.jobs_complete(
+        outcomes=[services.Outcome(lease=claimed[0].lease, kind="error", retry_delay_sec=60)], worker_id=WORKER
+    )
 
     assert job(claimed[0].lease.job_id).available_at > timezone.now() + timedelta(seconds=55)
     assert claim()[0] == []
@@ -233,7 +244,9 @@ def test_fatal_and_canceled_outcomes_end_the_job(kind, status):
     enqueued = enqueue(task="t")
     claimed, _ = claim()
 
-    services.jobs_complete(outcomes=[services.Outcome(lease=claimed[0].lease, kind=kind, error="stop")], worker_id=WORKER)
+    services.jobs_complete(
+        outcomes=[services.Outcome(lease=claimed[0].lease, kind=kind, error="stop")], worker_id=WORKER
+    )
 
     assert job(enqueued.job_id).status == status
     assert kinds(enqueued.job_id)[-1] == status

@@ -27,7 +27,12 @@ def test_enqueue_writes_a_ready_job():
 
     assert result.status == TaskResultStatus.READY
     job = Job.objects.get(job_id=result.id)
-    assert (job.queue, job.task, job.args, job.priority) == ("default", "tests.jobs.django_tasks.add", {"args": [2, 3], "kwargs": {}}, 100)
+    assert (job.queue, job.task, job.args, job.priority) == (
+        "default",
+        "tests.jobs.django_tasks.add",
+        {"args": [2, 3], "kwargs": {}},
+        100,
+    )
     assert job.max_attempts == 1 and job.producer == "django.tasks:default"
 
 

@@ -209,7 +209,10 @@ def test_only_configured_queues_are_served():
 
 
 def test_many_jobs_over_few_lock_keys_never_overlap_on_a_key():
-    specs = [services.JobSpec(queue="default", task="test.sleep", args={"seconds": 0.01}, lock_key=f"key-{i % 3}") for i in range(30)]
+    specs = [
+        services.JobSpec(queue="default", task="test.sleep", args={"seconds": 0.01}, lock_key=f"key-{i % 3}")
+        for i in range(30)
+    ]
     enqueued = services.job_enqueue_many(specs=specs)
 
     with running_worker(queues={"default": 6}):
@@ -225,8 +228,18 @@ def test_many_jobs_over_few_lock_keys_never_overlap_on_a_key():
 
 
 def test_workers_json_parsing():
-    assert parse_workers_json('[{"queue": "load.cbr", "concurrency": 2}, {"queue": "load.sgx"}]') == {"load.cbr": 2, "load.sgx": 1}
-    for bad in ["{}", "[]", '[{"concurrency": 2}]', '[{"queue": "q", "concurrency": 0}]', '[{"queue": "q", "concurrency": "2"}]', "nope"]:
+    assert parse_workers_json('[{"queue": "load.cbr", "concurrency": 2}, {"queue": "load.sgx"}]') == {
+        "load.cbr": 2,
+        "load.sgx": 1,
+    }
+    for bad in [
+        "{}",
+        "[]",
+        '[{"concurrency": 2}]',
+        '[{"queue": "q", "concurrency": 0}]',
+        '[{"queue": "q", "concurrency": "2"}]',
+        "nope",
+    ]:
         try:
             parse_workers_json(bad)
         except ValueError:

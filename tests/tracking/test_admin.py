@@ -17,9 +17,20 @@ def rows():
         return PipelineTracking.objects.create(filename=filename, shard=shard, **statuses)
 
     return {
-        "failed_worker": make("20250101000000", 0, event_ingest_status="done", shard_splitter_status="done", shard_worker_status="failed"),
-        "running_worker": make("20250101000000", 1, event_ingest_status="done", shard_splitter_status="done", shard_worker_status="started"),
-        "failed_sender": make("20250202000000", 0, event_ingest_status="done", shard_splitter_status="done", shard_worker_status="done", mysql_sender_status="failed"),
+        "failed_worker": make(
+            "20250101000000", 0, event_ingest_status="done", shard_splitter_status="done", shard_worker_status="failed"
+        ),
+        "running_worker": make(
+            "20250101000000", 1, event_ingest_status="done", shard_splitter_status="done", shard_worker_status="started"
+        ),
+        "failed_sender": make(
+            "20250202000000",
+            0,
+            event_ingest_status="done",
+            shard_splitter_status="done",
+            shard_worker_status="done",
+            mysql_sender_status="failed",
+        ),
     }
 
 
@@ -47,7 +58,11 @@ def test_changelist_filters_and_searches(admin_client, rows):
 
 @pytest.mark.parametrize(
     ("action", "column", "expected_changed"),
-    [("retry_shard_worker", "shard_worker_status", 1), ("retry_mysql_sender", "mysql_sender_status", 1), ("retry_shard_splitter", "shard_splitter_status", 0)],
+    [
+        ("retry_shard_worker", "shard_worker_status", 1),
+        ("retry_mysql_sender", "mysql_sender_status", 1),
+        ("retry_shard_splitter", "shard_splitter_status", 0),
+    ],
 )
 def test_retry_action_changes_only_failed_rows_of_its_stage(admin_client, rows, action, column, expected_changed):
     ids = [str(row.pk) for row in rows.values()]
@@ -55,7 +70,9 @@ def test_retry_action_changes_only_failed_rows_of_its_stage(admin_client, rows, 
     response = admin_client.post(CHANGELIST, {"action": action, "_selected_action": ids}, follow=True)
 
     message = str(list(response.context["messages"])[0])
-    assert re.search(rf"{expected_changed} failed row\(s\) set back to new; {3 - expected_changed} row\(s\) were not failed", message)
+    assert re.search(
+        rf"{expected_changed} failed row\(s\) set back to new; {3 - expected_changed} row\(s\) were not failed", message
+    )
     after = {row.pk: getattr(row, column) for row in PipelineTracking.objects.all()}
     for row in rows.values():
         before = getattr(row, column)

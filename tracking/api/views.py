@@ -11,6 +11,7 @@ from tracking.models import QUEUE_STAGES
 
 STAGE_PARAMETER = OpenApiParameter("stage", str, OpenApiParameter.PATH, enum=list(QUEUE_STAGES))
 
+
 def _valid(serializer_class, data) -> dict:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
@@ -28,7 +29,9 @@ class FileDetailView(APIView):
 class FileRegisterView(FileDetailView):
     # Subclassing the detail view keeps GET /files/register answering for a file named "register".
 
-    @extend_schema(request=s.FileRegisterSerializer, responses=s.FileRegisterResponseSerializer, summary="Register a file")
+    @extend_schema(
+        request=s.FileRegisterSerializer, responses=s.FileRegisterResponseSerializer, summary="Register a file"
+    )
     def post(self, request):
         data = _valid(s.FileRegisterSerializer, request.data)
         registration = services.file_register(filename=data["filename"], shards=data["shards"])
@@ -40,7 +43,9 @@ class FileRegisterView(FileDetailView):
 
 
 class EventIngestDoneView(APIView):
-    @extend_schema(request=s.FileSerializer, responses=s.EventIngestDoneResponseSerializer, summary="Mark a file generated")
+    @extend_schema(
+        request=s.FileSerializer, responses=s.EventIngestDoneResponseSerializer, summary="Mark a file generated"
+    )
     def post(self, request):
         data = _valid(s.FileSerializer, request.data)
         updated_rows = services.event_ingest_mark_done(filename=data["filename"])
@@ -49,7 +54,10 @@ class EventIngestDoneView(APIView):
 
 class StageTransitionView(APIView):
     @extend_schema(
-        parameters=[STAGE_PARAMETER, OpenApiParameter("transition", str, OpenApiParameter.PATH, enum=list(services.TRANSITIONS))],
+        parameters=[
+            STAGE_PARAMETER,
+            OpenApiParameter("transition", str, OpenApiParameter.PATH, enum=list(services.TRANSITIONS)),
+        ],
         request=s.ShardRowSerializer,
         responses=s.TransitionResponseSerializer,
         summary="Move one shard of a file through start, done, fail or retry",
@@ -98,4 +106,3 @@ class MetricsSummaryView(APIView):
     @extend_schema(responses=s.MetricsSummarySerializer, summary="Counts by stage and by shard")
     def get(self, request):
         return Response(s.MetricsSummarySerializer(selectors.metrics_summary()).data)
-

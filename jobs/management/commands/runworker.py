@@ -24,7 +24,9 @@ class Command(BaseCommand):
             metavar="NAME[:CONCURRENCY]",
             help="A queue to run (repeatable); overrides WORKERS_JSON.",
         )
-        parser.add_argument("--handlers", action="append", default=[], metavar="MODULE", help="Extra handler module to import.")
+        parser.add_argument(
+            "--handlers", action="append", default=[], metavar="MODULE", help="Extra handler module to import."
+        )
         parser.add_argument("--metrics-port", type=int, help="Serve this process's Prometheus metrics on this port.")
         parser.add_argument("--metrics-addr", default="127.0.0.1")
         parser.add_argument("--no-reaper", action="store_true", help="Leave reaping to `manage.py runreaper`.")

@@ -40,7 +40,13 @@ def test_trigger_creates_a_job(api):
     assert set(body) == {"job_id", "status", "created"}
     assert body["status"] == "queued" and body["created"] is True
     row = job(body["job_id"])
-    assert (row.queue, row.task, row.args, row.priority, row.partition_key) == ("load.cbr", "load.rates", {"date": "2025-01-01"}, 5, "cbr")
+    assert (row.queue, row.task, row.args, row.priority, row.partition_key) == (
+        "load.cbr",
+        "load.rates",
+        {"date": "2025-01-01"},
+        5,
+        "cbr",
+    )
     assert row.producer == "test-daemon"  # the token's name unless the body names one
     assert row.lease_ttl_sec == 60 and row.max_attempts == 5
 
@@ -148,7 +154,9 @@ def test_bulk_trigger_creates_all_jobs_in_order(api):
 def test_bulk_trigger_is_idempotent_per_item(api):
     trigger(api, {**VALID, "idempotency_key": "old"})
 
-    response = trigger(api, {"jobs": [{**VALID, "idempotency_key": "old"}, {**VALID, "idempotency_key": "new"}]}, "/trigger/bulk")
+    response = trigger(
+        api, {"jobs": [{**VALID, "idempotency_key": "old"}, {**VALID, "idempotency_key": "new"}]}, "/trigger/bulk"
+    )
 
     assert [item["created"] for item in response.json()["jobs"]] == [False, True]
     assert Job.objects.count() == 2
@@ -170,7 +178,11 @@ def test_bulk_trigger_validation_is_all_or_nothing(api, body):
 def test_bulk_trigger_conflict_writes_nothing(api):
     trigger(api, {**VALID, "idempotency_key": "k"})
 
-    response = trigger(api, {"jobs": [{**VALID, "lock_key": "fresh"}, {**VALID, "idempotency_key": "k", "task": "other"}]}, "/trigger/bulk")
+    response = trigger(
+        api,
+        {"jobs": [{**VALID, "lock_key": "fresh"}, {**VALID, "idempotency_key": "k", "task": "other"}]},
+        "/trigger/bulk",
+    )
 
     assert response.status_code == 409
     assert Job.objects.count() == 1
@@ -238,7 +250,9 @@ def test_cancel_of_a_finished_job_is_409_with_its_status(api):
 
 @ALL_DATABASES
 def test_list_is_newest_first_filtered_and_paginated(api):
-    ids = [enqueue(task="a" if i % 2 else "b", queue="q1" if i < 4 else "q2", lock_key=f"lk{i}").job_id for i in range(6)]
+    ids = [
+        enqueue(task="a" if i % 2 else "b", queue="q1" if i < 4 else "q2", lock_key=f"lk{i}").job_id for i in range(6)
+    ]
     Job.objects.filter(job_id=ids[0]).update(status="failed")
 
     everything = api.get(BASE).json()
@@ -270,7 +284,9 @@ def test_list_created_range(api):
 
 
 @ALL_DATABASES
-@pytest.mark.parametrize("query", [{"status": "bogus"}, {"created_after": "yesterday"}, {"page_size": "x"}, {"cursor": "garbage"}])
+@pytest.mark.parametrize(
+    "query", [{"status": "bogus"}, {"created_after": "yesterday"}, {"page_size": "x"}, {"cursor": "garbage"}]
+)
 def test_list_rejects_bad_filters(api, query):
     response = api.get(BASE, query)
 
@@ -317,7 +333,9 @@ def test_events_follow_until_the_job_finishes(api, settings):
 
     def finish_later():
         claimed = claim_all()
-        services.jobs_complete(outcomes=[services.Outcome(lease=claimed[0].lease, kind="succeeded", result=1)], worker_id="w")
+        services.jobs_complete(
+            outcomes=[services.Outcome(lease=claimed[0].lease, kind="succeeded", result=1)], worker_id="w"
+        )
         connections.close_all()
 
     timer = threading.Timer(0.3, finish_later)
@@ -354,7 +372,13 @@ def test_delete_dry_run_then_delete(api):
     enqueued = enqueue(task="t")
 
     preview = api.delete(f"{BASE}/{enqueued.job_id}?dry_run=true").json()
-    assert preview == {"job_id": str(enqueued.job_id), "status": "queued", "events": 1, "deleted": False, "dry_run": True}
+    assert preview == {
+        "job_id": str(enqueued.job_id),
+        "status": "queued",
+        "events": 1,
+        "deleted": False,
+        "dry_run": True,
+    }
     assert Job.objects.count() == 1
 
     assert api.delete(f"{BASE}/{enqueued.job_id}").json()["deleted"] is True
@@ -381,7 +405,15 @@ def test_delete_of_a_running_job_needs_force(api):
 @ALL_DATABASES
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("post", "/trigger"), ("post", "/trigger/bulk"), ("get", ""), ("get", "/{id}/status"), ("post", "/{id}/cancel"), ("get", "/{id}/events"), ("delete", "/{id}")],
+    [
+        ("post", "/trigger"),
+        ("post", "/trigger/bulk"),
+        ("get", ""),
+        ("get", "/{id}/status"),
+        ("post", "/{id}/cancel"),
+        ("get", "/{id}/events"),
+        ("delete", "/{id}"),
+    ],
 )
 def test_every_jobs_endpoint_requires_a_token(anonymous, method, path):
     enqueued = enqueue(task="t")

@@ -207,7 +207,9 @@ def test_full_pipeline_walk(api):
         queue = api.get(f"{BASE}/queues/{stage}").json()
         assert [item["shard"] for item in queue["items"]] == [0, 1]
         for shard in (0, 1):
-            assert post(api, f"/stages/{stage}/start", {"filename": "20250101000000", "shard": shard}).status_code == 200
+            assert (
+                post(api, f"/stages/{stage}/start", {"filename": "20250101000000", "shard": shard}).status_code == 200
+            )
             assert post(api, f"/stages/{stage}/done", {"filename": "20250101000000", "shard": shard}).status_code == 200
     detail = api.get(f"{BASE}/files/20250101000000").json()
     assert all(shard["mysql_sender_status"] == "done" for shard in detail["shards"])
@@ -361,7 +363,14 @@ def test_file_detail_rejects_invalid_names(api, name):
 
 
 def test_metrics_summary(api):
-    make_rows("a", [0], event_ingest_status="done", shard_splitter_status="done", shard_worker_status="done", mysql_sender_status="done")
+    make_rows(
+        "a",
+        [0],
+        event_ingest_status="done",
+        shard_splitter_status="done",
+        shard_worker_status="done",
+        mysql_sender_status="done",
+    )
     make_rows("b", [0], event_ingest_status="done", shard_splitter_status="failed")
     make_rows("c", [1], event_ingest_status="started")
 
@@ -461,7 +470,9 @@ def test_validation_errors_name_the_field(api):
 
 
 def test_wrong_content_type_is_415(api):
-    response = api.post(f"{BASE}/files/register", "filename=f&shards=0", content_type="application/x-www-form-urlencoded")
+    response = api.post(
+        f"{BASE}/files/register", "filename=f&shards=0", content_type="application/x-www-form-urlencoded"
+    )
 
     assert response.status_code == 415
     assert response.json()["code"] == "unsupported_media_type"

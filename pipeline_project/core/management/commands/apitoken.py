@@ -24,7 +24,9 @@ class Command(BaseCommand):
         elif action == "list":
             for token in ApiToken.objects.all():
                 state = "revoked" if token.revoked_at else "active"
-                self.stdout.write(f"{token.pk}\t{token.name}\t{token.key_prefix}…\t{state}\tlast used {token.last_used_at}")
+                self.stdout.write(
+                    f"{token.pk}\t{token.name}\t{token.key_prefix}…\t{state}\tlast used {token.last_used_at}"
+                )
         else:
             try:
                 token = services.api_token_revoke(token_id=options["token_id"])

@@ -12,7 +12,9 @@ class Command(BaseCommand):
     def handle(self, *args, action, **options):
         if action == "status":
             running = embedded_postgres.is_running()
-            self.stdout.write(f"embedded PostgreSQL in {embedded_postgres.DATA_DIR}: {'running' if running else 'stopped'}")
+            self.stdout.write(
+                f"embedded PostgreSQL in {embedded_postgres.DATA_DIR}: {'running' if running else 'stopped'}"
+            )
         elif action == "start":
             self.stdout.write(f"running; socket in {embedded_postgres.start()}")
         elif action == "stop":
