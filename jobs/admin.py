@@ -10,13 +10,16 @@ from django.utils import timezone
 
 from jobs import selectors, services
 from jobs.models import Job, JobEvent, JobStatus, Worker
+from pipeline_project.core.admin import ReadOnlyAdminMixin
 from pipeline_project.core.errors import ConflictError, NotFoundError
 
 THROUGHPUT_MINUTES = 60
 AXIS_LABEL_EVERY_MINUTES = 15
 
 
-class JobEventInline(admin.TabularInline):
+class JobEventInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """The journal is append-only; services write it together with the job."""
+
     model = JobEvent
     fields = ["event_id", "ts", "kind", "payload"]
     readonly_fields = fields
@@ -24,19 +27,11 @@ class JobEventInline(admin.TabularInline):
     extra = 0
     can_delete = False
 
-    # The journal is append-only; services write it together with the job.
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Jobs are created by producers and change only through services (the actions below)."""
+
     list_display = [
         "job_id",
         "queue",
@@ -75,23 +70,7 @@ class JobAdmin(admin.ModelAdmin):
             pass  # not a job id; the keys may still match
         return queryset.filter(matches), False
 
-    # Jobs are created by producers and change only through services (the actions below).
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_retry_permission(self, request):
-        return request.user.has_perm("jobs.change_job")
-
-    def has_cancel_permission(self, request):
-        return request.user.has_perm("jobs.change_job")
-
-    @admin.action(description="Retry selected jobs (failed, canceled or lost only)", permissions=["retry"])
+    @admin.action(description="Retry selected jobs (failed, canceled or lost only)", permissions=["repair"])
     def retry_jobs(self, request, queryset):
         retried = skipped = 0
         for job_id in queryset.values_list("job_id", flat=True):
@@ -105,7 +84,7 @@ class JobAdmin(admin.ModelAdmin):
             f"{skipped} job(s) were not failed, canceled or lost and were left alone.",
         )
 
-    @admin.action(description="Cancel selected jobs", permissions=["cancel"])
+    @admin.action(description="Cancel selected jobs", permissions=["repair"])
     def cancel_jobs(self, request, queryset):
         canceled = requested = skipped = 0
         for job_id, status in queryset.values_list("job_id", "status"):
@@ -197,7 +176,9 @@ def _throughput_columns(rows: list[dict]) -> list[dict]:
 
 
 @admin.register(Worker)
-class WorkerAdmin(admin.ModelAdmin):
+class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Rows belong to runworker processes: they register, heartbeat and deregister themselves."""
+
     list_display = ["hostname", "pid", "queue_concurrency", "running_jobs", "started_at", "heartbeat_at", "live"]
     ordering = ["hostname", "pid"]
 
@@ -216,13 +197,3 @@ class WorkerAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="live", ordering="is_live")
     def live(self, obj):
         return obj.is_live
-
-    # Rows belong to runworker processes: they register, heartbeat and deregister themselves.
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -9,10 +9,11 @@ import os
 import time
 import uuid
 
-import pgtrigger
 from django.contrib.postgres.indexes import BrinIndex
 from django.db import models
 from django.db.models import Q
+
+from pipeline_project.core.triggers import statement_notify_triggers
 
 DL_STATUS_TYPE = "dl_status"
 NOTIFY_CHANNEL = "dl_jobs"
@@ -74,7 +75,7 @@ class BigSerialField(models.BigAutoField):
         return None
 
 
-def _notify_ready_sql(*, compare_with_old: bool) -> str:
+def _notify_ready_sql(compare_with_old: bool) -> str:
     """One NOTIFY per queue per statement, with the seed trigger's rules.
 
     INSERT: every inserted row's queue. UPDATE: rows that are queued and available now and
@@ -167,22 +168,7 @@ class Job(models.Model):
             # created_at order. (Newest-first listings walk the primary key: job ids are UUIDv7.)
             BrinIndex(fields=["created_at"], name="ix_dl_jobs_created_brin"),
         ]
-        triggers = [
-            pgtrigger.Composer(
-                name="dl_jobs_notify_ins",
-                level=pgtrigger.Statement,
-                when=pgtrigger.After,
-                operation=pgtrigger.Insert,
-                func=_notify_ready_sql(compare_with_old=False),
-            ),
-            pgtrigger.Composer(
-                name="dl_jobs_notify_upd",
-                level=pgtrigger.Statement,
-                when=pgtrigger.After,
-                operation=pgtrigger.Update,
-                func=_notify_ready_sql(compare_with_old=True),
-            ),
-        ]
+        triggers = statement_notify_triggers(name="dl_jobs_notify", body=_notify_ready_sql)
 
     def __str__(self) -> str:
         return f"{self.task} {self.job_id}"

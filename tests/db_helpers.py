@@ -1,6 +1,7 @@
 """Helpers for tests that need what the ORM hides: extra connections and threads."""
 
 import threading
+from contextlib import contextmanager
 
 import psycopg
 from django.db import connections
@@ -47,3 +48,15 @@ def subprocess_database_env() -> dict[str, str]:
         "DATABASE_URL": database_url(connection_params("default")),
         "PIPELINE_DATABASE_URL": database_url(connection_params("pipeline")),
     }
+
+
+@contextmanager
+def listening(alias: str, channel: str):
+    """LISTEN on a second connection; yields ``received()``: payloads that arrived (waits briefly)."""
+    with raw_connection(alias, autocommit=True) as conn:
+        conn.execute(f"LISTEN {channel}")
+
+        def received(timeout: float = 0.3) -> list[str]:
+            return sorted(notify.payload for notify in conn.notifies(timeout=timeout, stop_after=10_000))
+
+        yield received

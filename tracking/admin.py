@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.urls import path
 
+from pipeline_project.core.admin import ReadOnlyAdminMixin
 from tracking import selectors, services
 from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage
 
@@ -16,11 +17,13 @@ def _retry_action(stage: Stage):
         )
 
     retry.__name__ = f"retry_{stage.key}"
-    return admin.action(description=f"Retry {stage.slug} (failed rows only)", permissions=["retry"])(retry)
+    return admin.action(description=f"Retry {stage.slug} (failed rows only)", permissions=["repair"])(retry)
 
 
 @admin.register(PipelineTracking)
-class PipelineTrackingAdmin(admin.ModelAdmin):
+class PipelineTrackingAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Rows are created and moved by daemons; the admin only repairs, through actions."""
+
     list_display = ["filename", "shard", *selectors.STATUS_COLUMNS, "created_at", "updated_at"]
     list_filter = [*selectors.STATUS_COLUMNS, "shard"]
     search_fields = ["filename"]
@@ -36,16 +39,6 @@ class PipelineTrackingAdmin(admin.ModelAdmin):
         if not search_term:
             return queryset, False
         return queryset.filter(filename__startswith=search_term.strip()), False
-
-    # Rows are created and moved by daemons; the admin only repairs through actions.
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_retry_permission(self, request):
-        return request.user.has_perm("tracking.change_pipelinetracking")
 
     def get_urls(self):
         summary = self.admin_site.admin_view(self.summary_view)

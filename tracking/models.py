@@ -1,8 +1,9 @@
 from dataclasses import dataclass
 
-import pgtrigger
 from django.db import models
 from django.db.models.functions import Now
+
+from pipeline_project.core.triggers import statement_notify_triggers
 
 
 class Status(models.TextChoices):
@@ -46,7 +47,7 @@ QUEUE_STAGES = {slug: stage for slug, stage in STAGES.items() if stage.previous_
 READY_CHANNEL = "pipeline_tracking_ready"
 
 
-def _ready_notify_sql(*, compare_with_old: bool) -> str:
+def _ready_notify_sql(compare_with_old: bool) -> str:
     """Statement-level trigger body: NOTIFY once per stage for which the statement made rows ready.
 
     A row is ready for a stage when the previous stage is ``done`` and the stage is ``new``.
@@ -108,22 +109,7 @@ class PipelineTracking(models.Model):
             # Admin search by filename prefix.
             models.Index(fields=["filename"], opclasses=["varchar_pattern_ops"], name="ix_tracking_filename_prefix"),
         ]
-        triggers = [
-            pgtrigger.Composer(
-                name="notify_ready_on_update",
-                level=pgtrigger.Statement,
-                when=pgtrigger.After,
-                operation=pgtrigger.Update,
-                func=_ready_notify_sql(compare_with_old=True),
-            ),
-            pgtrigger.Composer(
-                name="notify_ready_on_insert",
-                level=pgtrigger.Statement,
-                when=pgtrigger.After,
-                operation=pgtrigger.Insert,
-                func=_ready_notify_sql(compare_with_old=False),
-            ),
-        ]
+        triggers = statement_notify_triggers(name="notify_ready", body=_ready_notify_sql)
 
     def __str__(self) -> str:
         return f"{self.filename}#{self.shard}"

@@ -1,8 +1,29 @@
 from django.contrib import admin, messages
+from django.contrib.auth import get_permission_codename
 from django.utils import timezone
 
 from pipeline_project.core import services
 from pipeline_project.core.models import ApiToken
+
+
+class ReadOnlyAdminMixin:
+    """For rows that only services change: no add, change or delete in the admin.
+
+    Repair actions (``@admin.action(permissions=["repair"])``) call services; they need the
+    model's change permission, which is otherwise unused here.
+    """
+
+    def has_repair_permission(self, request):
+        return request.user.has_perm(f"{self.opts.app_label}.{get_permission_codename('change', self.opts)}")
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(ApiToken)

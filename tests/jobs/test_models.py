@@ -10,19 +10,14 @@ from django.utils import timezone
 from jobs import services
 from jobs.models import NOTIFY_CHANNEL, Job, uuid7
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.db_helpers import raw_connection
+from tests.db_helpers import listening
 
 pytestmark = ALL_DATABASES_COMMITTED
 
 
 @pytest.fixture
 def listener():
-    with raw_connection("default", autocommit=True) as conn:
-        conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-
-        def received() -> list[str]:
-            return sorted(notify.payload for notify in conn.notifies(timeout=0.3, stop_after=1000))
-
+    with listening("default", NOTIFY_CHANNEL) as received:
         yield received
 
 

@@ -12,7 +12,7 @@ from jobs import services
 from jobs.models import CANCEL_CHANNEL, Job, JobEvent
 from pipeline_project.core.errors import ConflictError, NotFoundError
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.db_helpers import raw_connection, run_in_threads
+from tests.db_helpers import listening, raw_connection, run_in_threads
 from tests.jobs.conftest import enqueue, job, kinds
 
 pytestmark = ALL_DATABASES_COMMITTED
@@ -381,12 +381,10 @@ def test_cancel_of_a_queued_job_is_immediate():
 def test_cancel_of_a_running_job_is_requested_and_announced():
     enqueued = enqueue(task="t")
     claim()
-    with raw_connection("default", autocommit=True) as listener:
-        listener.execute(f"LISTEN {CANCEL_CHANNEL}")
-
+    with listening("default", CANCEL_CHANNEL) as received:
         assert services.job_cancel(job_id=enqueued.job_id) == "running"
 
-        assert [n.payload for n in listener.notifies(timeout=1, stop_after=1)] == [str(enqueued.job_id)]
+        assert received() == [str(enqueued.job_id)]
     assert job(enqueued.job_id).cancel_requested is True
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.db_helpers import raw_connection
+from tests.db_helpers import listening
 from tracking import services
 from tracking.models import QUEUE_STAGES, READY_CHANNEL, PipelineTracking
 
@@ -12,12 +12,7 @@ pytestmark = ALL_DATABASES_COMMITTED
 
 @pytest.fixture
 def listener():
-    with raw_connection("pipeline", autocommit=True) as conn:
-        conn.execute(f"LISTEN {READY_CHANNEL}")
-
-        def received() -> list[str]:
-            return [notify.payload for notify in conn.notifies(timeout=0.5, stop_after=100)]
-
+    with listening("pipeline", READY_CHANNEL) as received:
         yield received
 
 

@@ -1,0 +1,28 @@
+"""Statement-level NOTIFY triggers, declared with django-pgtrigger.
+
+A per-row NOTIFY trigger runs a function for every inserted row, which makes bulk inserts
+several times slower; a statement-level one runs once per statement and sees every changed
+row through the transition tables ``new_values`` (and, for UPDATE, ``old_values``).
+"""
+
+from collections.abc import Callable
+
+import pgtrigger
+
+
+def statement_notify_triggers(*, name: str, body: Callable[[bool], str]) -> list[pgtrigger.Composer]:
+    """AFTER INSERT (``<name>_ins``) and AFTER UPDATE (``<name>_upd``) statement triggers.
+
+    ``body(compare_with_old)`` returns the PL/pgSQL that sends the notifications; it may read
+    ``old_values`` only when ``compare_with_old`` is true (the UPDATE trigger).
+    """
+    return [
+        pgtrigger.Composer(
+            name=f"{name}_{suffix}",
+            level=pgtrigger.Statement,
+            when=pgtrigger.After,
+            operation=operation,
+            func=body(operation == pgtrigger.Update),
+        )
+        for suffix, operation in (("ins", pgtrigger.Insert), ("upd", pgtrigger.Update))
+    ]
