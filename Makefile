@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run test bench-tracking db-stop clean
+.PHONY: install setup run test bench-tracking bench-jobs db-stop clean
 
 $(INSTALLED): requirements.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,9 @@ test: install
 
 bench-tracking: install
 	$(BIN)/python bench/tracking_api.py $(BENCH_ARGS)
+
+bench-jobs: install
+	$(BIN)/python bench/jobs_queue.py $(BENCH_ARGS)
 
 # Stop the embedded PostgreSQL (it keeps running between commands otherwise).
 db-stop: install

@@ -509,8 +509,13 @@ def main() -> None:
     try:
         use_bench_databases()
         with control_db(params) as conn:
-            version = conn.execute("SHOW server_version").fetchone()[0]
-        print(f"PostgreSQL {version} at {params.get('host')}:{params.get('port', 5432)}, {os.cpu_count()} CPUs")
+            version, jit = conn.execute(
+                "SELECT current_setting('server_version'), pg_jit_available() AND current_setting('jit')::bool"
+            ).fetchone()
+        print(
+            f"PostgreSQL {version} at {params.get('host')}:{params.get('port', 5432)}, JIT {'on' if jit else 'off'}, "
+            f"{os.cpu_count()} CPUs"
+        )
         for name in selected:
             BENCHMARKS[name](params, env, args)
     finally:

@@ -98,16 +98,22 @@ _session = threading.local()
 def configure_session(synchronous_commit: str) -> None:
     """Session settings for the worker's own connections (handlers' connections keep the defaults).
 
-    ``plan_cache_mode``: with an unknown LIMIT the generic plan of the claim looks costly,
-    so PostgreSQL would plan every execution anew (half the claim's time); the generic
-    plan is in fact the same index walk.
+    ``plan_cache_mode``: with an unknown LIMIT the generic plan of the claim looks costly, so
+    PostgreSQL would plan every execution anew (half the claim's time); the generic plan is
+    in fact the same index walk. ``jit``: that same cost estimate grows with the table and,
+    on servers built with JIT, would make PostgreSQL compile the claim on every execution.
+    Behind a transaction pooler a session setting would leak to other clients, so there the
+    database role should carry these settings instead (see the README).
     """
+    if settings.DB_BEHIND_POOLER:
+        return
     connection.ensure_connection()
     raw = connection.connection
     if getattr(_session, "configured", None) is not raw:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT set_config('synchronous_commit', %s, false), set_config('plan_cache_mode', 'force_generic_plan', false)",
+                "SELECT set_config('synchronous_commit', %s, false), "
+                "set_config('plan_cache_mode', 'force_generic_plan', false), set_config('jit', 'off', false)",
                 [synchronous_commit],
             )
         _session.configured = raw

@@ -122,6 +122,7 @@ def _pipeline_url_from(default_url: str) -> str:
 
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
+DB_BEHIND_POOLER = env_bool("DB_BEHIND_POOLER")
 if DATABASE_URL:
     DATABASES = {
         "default": dj_database_url.parse(DATABASE_URL),
@@ -137,14 +138,17 @@ for _database in DATABASES.values():
     _database["CONN_HEALTH_CHECKS"] = True
     _options = _database.setdefault("OPTIONS", {})
     _options["application_name"] = os.environ.get("DB_APPLICATION_NAME", "pipeline-control")
-    if env_bool("DB_BEHIND_POOLER"):
-        # A transaction-pooling PgBouncer keeps neither server-side cursors nor (before 1.21) prepared statements.
+    if DB_BEHIND_POOLER:
+        # A transaction-pooling PgBouncer keeps neither server-side cursors nor (before 1.21)
+        # prepared statements, and drops startup options: set jit on the database role there.
         _database["DISABLE_SERVER_SIDE_CURSORS"] = True
     else:
         # Parameters bound by the server, and statements run more than twice prepared: the
         # worker's claim/complete statements skip planning (about half their cost).
         _options["server_side_binding"] = True
         _options["prepare_threshold"] = 2
+        # Short OLTP statements gain nothing from JIT; compiling one costs tens to hundreds of ms.
+        _options["options"] = "-c jit=off"
     _database.setdefault("TEST", {})
 
 DATABASE_ROUTERS = ["pipeline_project.routers.PipelineRouter"]

@@ -1,8 +1,9 @@
 """Statement-level NOTIFY triggers, declared with django-pgtrigger.
 
-A per-row NOTIFY trigger runs a function for every inserted row, which makes bulk inserts
-several times slower; a statement-level one runs once per statement and sees every changed
-row through the transition tables ``new_values`` (and, for UPDATE, ``old_values``).
+A statement-level trigger runs its function once per statement and reads every changed row
+from the transition tables ``new_values`` (and, for UPDATE, ``old_values``), so a bulk
+insert of thousands of rows sends one notification per queue from one function call,
+instead of calling a function and queueing a notification per row.
 """
 
 from collections.abc import Callable
