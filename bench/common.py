@@ -58,6 +58,15 @@ def create_bench_databases(params: dict) -> dict:
     return env
 
 
+def use_bench_databases() -> None:
+    """Point this process's Django (set up by server_params) at the bench databases."""
+    from django.db import connections
+
+    for alias, name in BENCH_DATABASES.items():
+        connections[alias].close()
+        connections.settings[alias]["NAME"] = name
+
+
 def drop_bench_databases(params: dict) -> None:
     with psycopg.connect(**params, autocommit=True) as conn:
         for name in BENCH_DATABASES.values():

@@ -30,10 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
-from psycopg import sql
-
 from common import (
-    BENCH_DATABASES,
     PYTHON,
     ROOT,
     HttpClient,
@@ -46,7 +43,9 @@ from common import (
     print_table,
     server_params,
     timed,
+    use_bench_databases,
 )
+from psycopg import sql
 
 QUEUE = "bench"
 BATCH = 1000
@@ -60,18 +59,9 @@ DRAIN_TARGET = 4000  # jobs/s
 LATENCY_TARGETS = {"p50_ms": 3, "p99_ms": 20}
 CLAIM_RATIO_TARGET = 1.5
 
-# Seed 002, section 4: the per-row NOTIFY function and triggers, verbatim.
-SEED_ROW_TRIGGERS = """
-CREATE OR REPLACE FUNCTION notify_job_ready() RETURNS trigger AS $$
-BEGIN IF (TG_OP = 'INSERT') THEN PERFORM pg_notify('dl_jobs', NEW.queue); RETURN NEW;
-ELSIF (TG_OP = 'UPDATE') THEN IF NEW.status = 'queued' AND NEW.available_at <= now() AND (OLD.status IS DISTINCT FROM NEW.status OR OLD.available_at IS DISTINCT FROM NEW.available_at) THEN PERFORM pg_notify('dl_jobs', NEW.queue);
-END IF;
-RETURN NEW; END IF;
-RETURN NEW; END
-$$ LANGUAGE plpgsql;
-CREATE TRIGGER dl_jobs_notify_ins AFTER INSERT ON dl_jobs FOR EACH ROW EXECUTE FUNCTION notify_job_ready();
-CREATE TRIGGER dl_jobs_notify_upd AFTER UPDATE OF status, available_at ON dl_jobs FOR EACH ROW EXECUTE FUNCTION notify_job_ready();
-"""
+# Seed 002, section 4: the per-row NOTIFY function and triggers, from the tests' verbatim copy of the seed DDL.
+_SEED_DDL = (ROOT / "tests" / "jobs" / "seed_002_ddl.sql").read_text()
+SEED_ROW_TRIGGERS = _SEED_DDL[_SEED_DDL.index("CREATE OR REPLACE FUNCTION notify_job_ready") :]
 DROP_SEED_ROW_TRIGGERS = """
 DROP TRIGGER dl_jobs_notify_ins ON dl_jobs;
 DROP TRIGGER dl_jobs_notify_upd ON dl_jobs;
@@ -95,15 +85,6 @@ FROM generate_series(1, %(count)s::int) AS n,
 
 
 # --- plumbing ---------------------------------------------------------------------------
-
-
-def use_bench_databases() -> None:
-    """Point this process's Django (set up by server_params) at the bench databases."""
-    from django.db import connections
-
-    for alias, name in BENCH_DATABASES.items():
-        connections[alias].close()
-        connections.settings[alias]["NAME"] = name
 
 
 def control_db(params: dict):
@@ -265,6 +246,7 @@ def notify_trigger(params: dict, variant: str):
 def enqueue_single_rows(threads: int, per_thread: int) -> float:
     """One-row job_enqueue_many calls (a committed transaction each) from ``threads`` connections."""
     from django.db import connection
+
     from jobs import services
 
     def work(index: int) -> None:
@@ -368,7 +350,10 @@ def start_latencies(params: dict, env: dict, jobs: int) -> list[float]:
     from jobs.models import FINISHED_STATUSES
 
     committed = {}
-    with control_db(params) as conn, runworker(env, LATENCY_CONCURRENCY, "--handlers", "bench.latency_handlers") as worker:
+    with (
+        control_db(params) as conn,
+        runworker(env, LATENCY_CONCURRENCY, "--handlers", "bench.latency_handlers") as worker,
+    ):
         pid = worker.pid
         wait_until(
             lambda: conn.execute("SELECT 1 FROM dl_workers WHERE pid = %s", [pid]).fetchone() is not None,
@@ -381,7 +366,7 @@ def start_latencies(params: dict, env: dict, jobs: int) -> list[float]:
             job_id = services.job_enqueue(spec=spec).job_id  # committed on return
             committed[job_id] = time.time()
 
-            def finished() -> bool:
+            def finished(job_id=job_id) -> bool:
                 status = selectors.job_status(job_id=job_id)
                 assert status == "succeeded" or status not in FINISHED_STATUSES, f"job {job_id} {status}"
                 return status == "succeeded"
@@ -429,6 +414,7 @@ def load_queued(params: dict, count: int) -> float:
 def claim_durations(limit: int, count: int) -> list[float]:
     """Time ``count`` claims of ``limit`` jobs, each in a transaction that is rolled back."""
     from django.db import transaction
+
     from jobs import services
 
     def claim_and_roll_back() -> None:
@@ -493,7 +479,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 16], help="runworker concurrency per drain")
     parser.add_argument("--bulk-jobs", type=int, default=100_000, help="jobs per bulk enqueue measurement")
     parser.add_argument("--enqueue-runs", type=int, default=3, help="rounds over the three trigger variants")
-    parser.add_argument("--single-jobs", type=int, default=10_000, help=f"one-row enqueues, over {ENQUEUE_THREADS} threads")
+    parser.add_argument(
+        "--single-jobs", type=int, default=10_000, help=f"one-row enqueues, over {ENQUEUE_THREADS} threads"
+    )
     parser.add_argument("--http-requests", type=int, default=2000, help="POST /jobs/trigger requests")
     parser.add_argument("--http-bulk-requests", type=int, default=200, help="POST /jobs/trigger/bulk requests")
     parser.add_argument("--bulk-size", type=int, default=100, help="jobs per bulk trigger request")

@@ -116,7 +116,7 @@ def main() -> None:
                 results.append(
                     (
                         f"GET /queues/{stage}?limit=100",
-                        percentiles(timed(lambda: client.request("GET", path), args.requests)),
+                        percentiles(timed(lambda path=path: client.request("GET", path), args.requests)),
                     )
                 )
             since = "/api/v1/pipeline/queues/shard-worker?limit=100&updated_since=2000-01-01T00:00:00Z"
@@ -134,11 +134,13 @@ def main() -> None:
                 )
             )
             for limit in (1, 10, 100):
-                claim = f"/api/v1/pipeline/queues/mysql-sender/claim"
+                claim = "/api/v1/pipeline/queues/mysql-sender/claim"
                 results.append(
                     (
                         f"POST /queues/mysql-sender/claim limit={limit}",
-                        percentiles(timed(lambda: client.request("POST", claim, {"limit": limit}), args.requests)),
+                        percentiles(
+                            timed(lambda limit=limit: client.request("POST", claim, {"limit": limit}), args.requests)
+                        ),
                     )
                 )
             print_table(
