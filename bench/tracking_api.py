@@ -133,8 +133,8 @@ def main() -> None:
                     percentiles(timed(lambda: client.request("GET", deep), args.requests)),
                 )
             )
+            claim = "/api/v1/pipeline/queues/mysql-sender/claim"
             for limit in (1, 10, 100):
-                claim = "/api/v1/pipeline/queues/mysql-sender/claim"
                 results.append(
                     (
                         f"POST /queues/mysql-sender/claim limit={limit}",
