@@ -501,8 +501,8 @@ def main() -> None:
                 "SELECT current_setting('server_version'), pg_jit_available() AND current_setting('jit')::bool"
             ).fetchone()
         print(
-            f"PostgreSQL {version} at {params.get('host')}:{params.get('port', 5432)}, JIT {'on' if jit else 'off'}, "
-            f"{os.cpu_count()} CPUs"
+            f"PostgreSQL {version} at {params.get('host')}:{params.get('port', 5432)}, "
+            f"server JIT {'on' if jit else 'off'} (the project's connections turn it off), {os.cpu_count()} CPUs"
         )
         for name in selected:
             BENCHMARKS[name](params, env, args)
