@@ -227,9 +227,12 @@ class Recorder:
             try:
                 self.flush()
                 failures = 0
-            except DATABASE_ERRORS as exc:
+            except Exception as exc:  # the results are kept; a dead recorder would strand them
                 failures += 1
-                log.warning("could not record results; retrying", extra={"error": _first_line(exc)})
+                if isinstance(exc, DATABASE_ERRORS):
+                    log.warning("could not record results; retrying", extra={"error": _first_line(exc)})
+                else:
+                    log.exception("recording results failed; retrying")
                 connection.close()
                 self._stopped.wait(min(5.0, 0.25 * 2 ** min(failures, 5)))
                 self._has_work.set()
