@@ -6,6 +6,7 @@ Indexes beyond the seed's three are marked "extra" and listed in the README.
 """
 
 import os
+import threading
 import time
 import uuid
 
@@ -92,17 +93,24 @@ def _notify_ready_sql(compare_with_old: bool) -> str:
     return f"PERFORM pg_notify('{NOTIFY_CHANNEL}', queue) FROM (SELECT DISTINCT n.queue FROM {rows}) AS ready; RETURN NULL;"
 
 
+_uuid7_lock = threading.Lock()
+_uuid7_last = (0, 0)  # (milliseconds, the 74 random bits) of the last id this process made
+
+
 def uuid7() -> uuid.UUID:
     """A time-ordered UUID (RFC 9562 version 7): 48-bit Unix milliseconds, then random bits.
 
     Job ids sort by creation, so the primary key serves newest-first listings and inserts
-    land at the right edge of its index instead of on random pages.
+    land at the right edge of its index instead of on random pages. Within one process the
+    ids strictly increase (RFC 9562's monotonic random method), so a batch keeps its order.
     """
-    milliseconds = time.time_ns() // 1_000_000
-    value = int.from_bytes(milliseconds.to_bytes(6, "big") + os.urandom(10), "big")
-    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
-    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 9562 variant
-    return uuid.UUID(int=value)
+    global _uuid7_last
+    candidate = (time.time_ns() // 1_000_000, int.from_bytes(os.urandom(10)) >> 6)
+    with _uuid7_lock:
+        milliseconds, random_bits = max(candidate, (_uuid7_last[0], _uuid7_last[1] + 1))
+        _uuid7_last = (milliseconds, random_bits)
+    rand_a, rand_b = random_bits >> 62, random_bits & ((1 << 62) - 1)
+    return uuid.UUID(int=milliseconds << 80 | 0x7 << 76 | rand_a << 64 | 0x2 << 62 | rand_b)
 
 
 class Job(models.Model):
