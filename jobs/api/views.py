@@ -18,15 +18,10 @@ from jobs.api import serializers as s
 from jobs.api.filters import JobFilter
 from jobs.models import FINISHED_STATUSES
 from pipeline_project.core.models import ApiToken
+from pipeline_project.core.validation import validated
 
 EVENTS_PAGE = 500
 NDJSON = "application/x-ndjson"
-
-
-def _valid(serializer_class, data, **kwargs) -> dict:
-    serializer = serializer_class(data=data, **kwargs)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 def _caller(request) -> str:
@@ -47,7 +42,7 @@ class JobTriggerView(APIView):
         summary="Enqueue a job (idempotent on idempotency_key)",
     )
     def post(self, request):
-        data = _valid(s.JobTriggerSerializer, request.data)
+        data = validated(s.JobTriggerSerializer, request.data)
         enqueued = services.job_enqueue(spec=s.job_spec(data, producer=_caller(request)))
         return Response(s.EnqueuedSerializer(enqueued).data, status=201 if enqueued.created else 200)
 
@@ -59,7 +54,7 @@ class JobBulkTriggerView(APIView):
         summary=f"Enqueue up to {s.MAX_BULK} jobs in one statement (all or nothing)",
     )
     def post(self, request):
-        data = _valid(s.JobBulkTriggerSerializer, request.data)
+        data = validated(s.JobBulkTriggerSerializer, request.data)
         producer = _caller(request)
         enqueued = services.job_enqueue_many(specs=[s.job_spec(item, producer=producer) for item in data["jobs"]])
         created = any(item.created for item in enqueued)
@@ -121,7 +116,7 @@ class JobDetailView(APIView):
         summary="Delete a job and its events",
     )
     def delete(self, request, job_id):
-        query = _valid(s.DeleteQuerySerializer, request.query_params)
+        query = validated(s.DeleteQuerySerializer, request.query_params)
         deletion = services.job_delete(job_id=job_id, **query)
         return Response(s.DeletionSerializer(deletion).data)
 
@@ -136,7 +131,7 @@ class JobEventsView(APIView):
         summary="The job's journal as NDJSON, one event per line; follows until the job finishes",
     )
     def get(self, request, job_id):
-        query = _valid(s.EventsQuerySerializer, request.query_params)
+        query = validated(s.EventsQuerySerializer, request.query_params)
         after = query["after"]
         if not after and request.headers.get("Last-Event-ID", "").isdigit():
             after = int(request.headers["Last-Event-ID"])
@@ -164,8 +159,6 @@ def _event_lines(job_id, *, after: int, follow: bool):
         if status is None or time.monotonic() >= deadline:
             return
         if status in FINISHED_STATUSES:
-            # The finishing statement wrote the last event with the status: read it and stop.
-            for event in selectors.job_events(job_id=job_id, after=after, limit=EVENTS_PAGE):
-                yield json.dumps(s.JobEventSerializer(event).data, default=str) + "\n"
-            return
+            follow = False  # the finishing statement wrote its event with the status: read once more
+            continue
         time.sleep(pause)

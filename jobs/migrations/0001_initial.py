@@ -2,10 +2,11 @@
 
 import django.contrib.postgres.indexes
 import django.db.models.deletion
-import jobs.models
 import pgtrigger.compiler
 import pgtrigger.migrations
 from django.db import migrations, models
+
+import jobs.models
 
 
 class Migration(migrations.Migration):

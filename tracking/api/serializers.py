@@ -1,6 +1,11 @@
 from rest_framework import serializers
 
-from pipeline_project.core.fields import INT32_MAX, StrictCharField, StrictIntegerField, contains_control_characters
+from pipeline_project.core.fields import (
+    INT32_MAX,
+    StrictCharField,
+    StrictIntegerField,
+    contains_control_characters,
+)
 from tracking.models import Status
 
 MAX_SHARDS_PER_REGISTER = 10_000

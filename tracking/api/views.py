@@ -5,17 +5,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pipeline_project.core.errors import NotFoundError
+from pipeline_project.core.validation import validated
 from tracking import selectors, services
 from tracking.api import serializers as s
 from tracking.models import QUEUE_STAGES
 
 STAGE_PARAMETER = OpenApiParameter("stage", str, OpenApiParameter.PATH, enum=list(QUEUE_STAGES))
-
-
-def _valid(serializer_class, data) -> dict:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 class FileDetailView(APIView):
@@ -33,7 +28,7 @@ class FileRegisterView(FileDetailView):
         request=s.FileRegisterSerializer, responses=s.FileRegisterResponseSerializer, summary="Register a file"
     )
     def post(self, request):
-        data = _valid(s.FileRegisterSerializer, request.data)
+        data = validated(s.FileRegisterSerializer, request.data)
         registration = services.file_register(filename=data["filename"], shards=data["shards"])
         return Response(s.FileRegisterResponseSerializer(registration).data)
 
@@ -47,7 +42,7 @@ class EventIngestDoneView(APIView):
         request=s.FileSerializer, responses=s.EventIngestDoneResponseSerializer, summary="Mark a file generated"
     )
     def post(self, request):
-        data = _valid(s.FileSerializer, request.data)
+        data = validated(s.FileSerializer, request.data)
         updated_rows = services.event_ingest_mark_done(filename=data["filename"])
         return Response({"filename": data["filename"], "updated_rows": updated_rows})
 
@@ -70,7 +65,7 @@ class StageTransitionView(APIView):
                 code="unknown_transition",
                 details={"transitions": list(services.TRANSITIONS)},
             )
-        data = _valid(s.ShardRowSerializer, request.data)
+        data = validated(s.ShardRowSerializer, request.data)
         status = services.stage_transition(stage=stage, transition=transition, **data)
         return Response({**data, "stage": stage.slug, "status": status})
 
@@ -83,7 +78,7 @@ class QueueView(APIView):
     )
     def get(self, request, stage):
         stage = selectors.stage_get(slug=stage)
-        query = _valid(s.QueueQuerySerializer, request.query_params)
+        query = validated(s.QueueQuerySerializer, request.query_params)
         items = selectors.queue_list(stage=stage, **query)
         return Response(s.QueueResponseSerializer({"stage": stage.slug, "items": items}).data)
 
@@ -97,7 +92,7 @@ class QueueClaimView(APIView):
     )
     def post(self, request, stage):
         stage = selectors.stage_get(slug=stage)
-        data = _valid(s.QueueClaimSerializer, request.data)
+        data = validated(s.QueueClaimSerializer, request.data)
         items = services.queue_claim(stage=stage, limit=data["limit"])
         return Response(s.QueueResponseSerializer({"stage": stage.slug, "items": items}).data)
 
