@@ -83,6 +83,8 @@ def private_postgres(tmp_path):
     try:
         yield env, {**params, "dbname": "control"}, data_dir
     finally:
+        # Stop it ourselves: after a test's restart, pgserver's handle names the old postmaster.
+        embedded_postgres.pg_ctl("-w", "-m", "immediate", "stop", data_dir=data_dir)
         server.cleanup()
 
 
