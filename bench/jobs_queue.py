@@ -5,14 +5,16 @@
     .venv/bin/python bench/jobs_queue.py --drain-jobs 2000 --bulk-jobs 10000 --single-jobs 1000 \\
         --http-requests 400 --latency-jobs 100 --claim-sizes 1000 20000 --claims 200   # a quick pass
 
-1. --drain    no-op jobs already queued, one `manage.py runworker` per concurrency, 3 runs each;
-              jobs/s from the first `picked` event to the last finished_at (start-up excluded).
+1. --drain    no-op jobs already queued, one `manage.py runworker` per concurrency, 3 runs each (taking turns);
+              jobs/s from the first `picked` event to the last finished_at (start-up excluded),
+              and CPU per job of the worker and of the rest of the machine (Linux /proc).
 2. --enqueue  services.job_enqueue_many: bulk batches of 1,000, and one-row inserts from 4
               threads, with the migrated statement-level NOTIFY triggers, the seed's per-row
               trigger (seed 002 section 4) instead, and no trigger.
 3. --http     POST /api/v1/jobs/trigger and /trigger/bulk through gunicorn, 8 keep-alive clients.
 4. --latency  enqueue (committed) → handler start, with an idle runworker, one job at a time.
-5. --claim    services.jobs_claim (limit 1 and 16, rolled back) with 10,000 and 1,000,000 queued jobs.
+5. --claim    services.jobs_claim (limit 1 and 16, rolled back) with 10,000 and 1,000,000 queued jobs,
+              each size in its own database, taking turns over 10 rounds.
 
 Targets, printed beside the figures: drain ≥ 4,000 jobs/s; latency p50 ≤ 3 ms and p99 ≤ 20 ms;
 claim p50 with 1,000,000 queued jobs within 1.5× of 10,000.
@@ -29,13 +31,17 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 from common import (
+    BENCH_DATABASES,
     PYTHON,
     ROOT,
     HttpClient,
     bench_connection,
     create_bench_databases,
+    database_url,
     drop_bench_databases,
     gunicorn,
     manage,
@@ -45,6 +51,7 @@ from common import (
     timed,
     use_bench_databases,
 )
+import psycopg
 from psycopg import sql
 
 QUEUE = "bench"
@@ -58,6 +65,8 @@ POLL_SEC = 0.005  # how often the latency benchmark looks whether its job finish
 DRAIN_TARGET = 4000  # jobs/s
 LATENCY_TARGETS = {"p50_ms": 3, "p99_ms": 20}
 CLAIM_RATIO_TARGET = 1.5
+CLAIM_LIMITS = (1, 16)
+CLAIM_ROUNDS = 10  # the claim benchmark alternates the queue sizes this many times
 
 # Seed 002, section 4: the per-row NOTIFY function and triggers, from the tests' verbatim copy of the seed DDL.
 _SEED_DDL = (ROOT / "tests" / "jobs" / "seed_002_ddl.sql").read_text()
@@ -175,36 +184,88 @@ def verdict(ok: bool) -> str:
 # --- 1. drain -----------------------------------------------------------------------------
 
 
-def drain_rate(params: dict, env: dict, *, concurrency: int, jobs: int) -> float:
-    """Fresh queue of ``jobs`` no-op jobs, one worker until all succeeded; jobs/s."""
+@dataclass(frozen=True)
+class CpuClock:
+    """CPU seconds used so far by one process and by the whole machine (Linux /proc)."""
+
+    process: float
+    machine: float
+
+    @classmethod
+    def read(cls, pid: int) -> "CpuClock":
+        ticks = os.sysconf("SC_CLK_TCK")
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        process = int(fields[11]) + int(fields[12])  # utime + stime
+        cpu = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        machine = sum(cpu) - cpu[3] - cpu[4]  # all but idle and iowait
+        return cls(process=process / ticks, machine=machine / ticks)
+
+
+@dataclass(frozen=True)
+class Drain:
+    jobs_per_sec: float
+    worker_cpu_us: float  # per job, the runworker process
+    other_cpu_us: float  # per job, the rest of the machine: PostgreSQL, mostly
+
+
+def drain_rate(params: dict, env: dict, *, concurrency: int, jobs: int) -> Drain:
+    """Fresh queue of ``jobs`` no-op jobs, one worker until all succeeded: jobs/s and CPU per job.
+
+    CPU is counted from the first succeeded job on (start-up excluded) to the end.
+    """
     reset_jobs(params)
     enqueue_in_batches(jobs, BATCH)
     vacuum_analyze(params)
     with control_db(params) as conn, runworker(env, concurrency) as worker:
 
-        def drained() -> bool:
-            return conn.execute("SELECT count(*) FROM dl_jobs WHERE status IN ('queued', 'running')").fetchone()[0] == 0
+        def count(statuses: tuple[str, ...]) -> int:
+            return conn.execute(
+                "SELECT count(*) FROM dl_jobs WHERE status = ANY (%s::dl_status[])", [list(statuses)]
+            ).fetchone()[0]
 
-        wait_until(drained, worker, what="the queue to drain", timeout=max(60, jobs / 100), pause=0.2)
+        wait_until(lambda: count(("succeeded",)) > 0, worker, what="the first job", timeout=60, pause=0.02)
+        start, done_at_start = CpuClock.read(worker.pid), count(("succeeded",))
+        wait_until(
+            lambda: count(("queued", "running")) == 0,
+            worker,
+            what="the queue to drain",
+            timeout=max(60, jobs / 100),
+            pause=0.2,
+        )
+        end = CpuClock.read(worker.pid)
         first_picked, last_finished, succeeded = conn.execute(
             "SELECT (SELECT min(ts) FROM dl_job_events WHERE kind = 'picked'), (SELECT max(finished_at) FROM dl_jobs), "
             "(SELECT count(*) FROM dl_jobs WHERE status = 'succeeded')"
         ).fetchone()
     assert succeeded == jobs, f"{succeeded} of {jobs} jobs succeeded"
-    return jobs / (last_finished - first_picked).total_seconds()
+    measured = jobs - done_at_start
+    worker_cpu = end.process - start.process
+    return Drain(
+        jobs_per_sec=jobs / (last_finished - first_picked).total_seconds(),
+        worker_cpu_us=worker_cpu / measured * 1e6,
+        other_cpu_us=(end.machine - start.machine - worker_cpu) / measured * 1e6,
+    )
 
 
 def bench_drain(params: dict, env: dict, args) -> None:
+    # The concurrencies take turns, run by run, so that the VM's drifting speed weighs on each alike.
+    drains = {concurrency: [] for concurrency in args.concurrency}
+    for _run in range(args.drain_runs):
+        for concurrency, runs in drains.items():
+            runs.append(drain_rate(params, env, concurrency=concurrency, jobs=args.drain_jobs))
     rows = []
-    for concurrency in args.concurrency:
-        runs = [drain_rate(params, env, concurrency=concurrency, jobs=args.drain_jobs) for _ in range(args.drain_runs)]
-        median = statistics.median(runs)
+    for concurrency, runs in drains.items():
+        median = statistics.median(run.jobs_per_sec for run in runs)
+        worker_cpu = statistics.median(run.worker_cpu_us for run in runs)
+        other_cpu = statistics.median(run.other_cpu_us for run in runs)
         rows.append(
             (
                 f"runworker --queue {QUEUE}:{concurrency}",
                 f"median {median:>7,.0f} jobs/s",
-                "runs " + " | ".join(f"{run:,.0f}" for run in runs),
+                "runs " + " | ".join(f"{run.jobs_per_sec:,.0f}" for run in runs),
                 f"target ≥ {DRAIN_TARGET:,}: {verdict(median >= DRAIN_TARGET)}",
+                f"CPU per job: worker {worker_cpu:,.0f} µs + rest of machine {other_cpu:,.0f} µs "
+                f"({os.cpu_count()}-core ceiling {os.cpu_count() / (worker_cpu + other_cpu) * 1e6:,.0f} jobs/s)",
             )
         )
     print_table(
@@ -401,14 +462,42 @@ def bench_latency(params: dict, env: dict, args) -> None:
 # --- 5. claim -----------------------------------------------------------------------------
 
 
-def load_queued(params: dict, count: int) -> float:
+def load_queued(params: dict, count: int, *, dbname: str) -> float:
     """``count`` queued jobs with one INSERT … SELECT, then VACUUM ANALYZE; return the seconds."""
-    reset_jobs(params)
     started = time.perf_counter()
-    with control_db(params) as conn:
+    with psycopg.connect(**{**params, "dbname": dbname}, autocommit=True) as conn:
+        conn.execute("TRUNCATE dl_jobs, dl_job_events")
         conn.execute(LOAD_QUEUED, {"queue": QUEUE, "count": count})
-    vacuum_analyze(params)
+        conn.execute("VACUUM ANALYZE dl_jobs, dl_job_events")
     return time.perf_counter() - started
+
+
+@contextmanager
+def claim_database(params: dict, env: dict):
+    """A second migrated jobs database, so that both queue sizes stay loaded at once."""
+    name = "bench_claim_large"
+    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    with psycopg.connect(**params, autocommit=True) as conn:
+        conn.execute(drop)
+        conn.execute(create)
+    try:
+        manage({**env, "DATABASE_URL": database_url({**params, "dbname": name})}, "migrate", "--noinput")
+        yield name
+    finally:
+        with psycopg.connect(**params, autocommit=True) as conn:
+            conn.execute(drop)
+
+
+def use_jobs_database(name: str) -> None:
+    """Point this process's default alias at ``name``, on the worker's session settings."""
+    from django.db import connections
+
+    from jobs.worker import configure_session
+
+    connections["default"].close()
+    connections.settings["default"]["NAME"] = name
+    configure_session("off")  # synchronous_commit off, plan_cache_mode force_generic_plan, jit off
 
 
 def claim_durations(limit: int, count: int) -> list[float]:
@@ -428,19 +517,25 @@ def claim_durations(limit: int, count: int) -> list[float]:
 
 
 def bench_claim(params: dict, env: dict, args) -> None:
-    from jobs.worker import configure_session
-
-    configure_session("off")  # the worker's session: synchronous_commit off, plan_cache_mode force_generic_plan
-    figures = {}
-    for size in args.claim_sizes:
-        seconds = load_queued(params, size)
-        print(f"loaded {size:,} queued jobs in {seconds:.1f} s")
-        for limit in (1, 16):
-            figures[size, limit] = percentiles(claim_durations(limit, args.claims))
-        assert count_jobs(params, "queued") == size  # every claim was rolled back
     small, large = args.claim_sizes
+    with claim_database(params, env) as large_db:
+        databases = {small: BENCH_DATABASES["default"], large: large_db}
+        for size, dbname in databases.items():
+            seconds = load_queued(params, size, dbname=dbname)
+            print(f"loaded {size:,} queued jobs in {seconds:.1f} s")
+        # The two sizes take turns, a slice of the claims each round, so that the VM's drifting
+        # speed weighs on both alike.
+        durations = {(size, limit): [] for size in databases for limit in CLAIM_LIMITS}
+        for _round in range(CLAIM_ROUNDS):
+            for size, dbname in databases.items():
+                use_jobs_database(dbname)
+                for limit in CLAIM_LIMITS:
+                    durations[size, limit] += claim_durations(limit, max(1, args.claims // CLAIM_ROUNDS))
+        use_jobs_database(BENCH_DATABASES["default"])
+    assert count_jobs(params, "queued") == small  # every claim was rolled back
+    figures = {key: percentiles(values) for key, values in durations.items()}
     rows = [("", f"{small:>9,} queued", f"{large:>9,} queued", "ratio p50 | p99")]
-    for limit in (1, 16):
+    for limit in CLAIM_LIMITS:
         low, high = figures[small, limit], figures[large, limit]
         ratio = high["p50_ms"] / low["p50_ms"]
         rows.append(
@@ -453,8 +548,8 @@ def bench_claim(params: dict, env: dict, args) -> None:
             )
         )
     print_table(
-        f"5. claim: services.jobs_claim, {args.claims:,} times each in a rolled-back transaction, "
-        "on the worker's session settings",
+        f"5. claim: services.jobs_claim, {figures[small, 1]['n']:,} times per limit and size in a rolled-back "
+        f"transaction, on the worker's session settings; the sizes alternate over {CLAIM_ROUNDS} rounds",
         rows,
     )
 
