@@ -84,9 +84,16 @@ class Outcome:
 
 
 def _rows(sql: str, params) -> list[tuple]:
+    """Run a statement that returns rows (asking a cursor for its description costs the hot path)."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.fetchall() if cursor.description else []
+        return cursor.fetchall()
+
+
+def _execute(sql: str, params) -> None:
+    """Run a statement that returns no rows."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def _json(value):
@@ -213,7 +220,7 @@ def job_cancel(*, job_id: uuid.UUID, requested_by: str = "api") -> str:
             raise NotFoundError(f"No job {job_id}.", details={"job_id": str(job_id)})
         status, queue = rows[0]
         if status == JobStatus.QUEUED:
-            _rows(
+            _execute(
                 """
                 WITH canceled AS (
                     UPDATE dl_jobs SET status = 'canceled', cancel_requested = true, finished_at = now(), lease_expires_at = NULL
@@ -226,9 +233,9 @@ def job_cancel(*, job_id: uuid.UUID, requested_by: str = "api") -> str:
             )
             return JobStatus.CANCELED
         if status == JobStatus.RUNNING:
-            _rows("UPDATE dl_jobs SET cancel_requested = true WHERE job_id = %s", [job_id])
+            _execute("UPDATE dl_jobs SET cancel_requested = true WHERE job_id = %s", [job_id])
             # Wake the worker running it; it also learns from its next heartbeat.
-            _rows("SELECT pg_notify('dl_jobs_cancel', %s)", [str(job_id)])
+            _execute("SELECT pg_notify('dl_jobs_cancel', %s)", [str(job_id)])
             return JobStatus.RUNNING
         if status == JobStatus.CANCELED:
             return status
@@ -287,7 +294,7 @@ def job_delete(*, job_id: uuid.UUID, dry_run: bool = False, force: bool = False)
                 details={"job_id": str(job_id), "status": status},
             )
         if not dry_run:
-            _rows("DELETE FROM dl_jobs WHERE job_id = %s", [job_id])
+            _execute("DELETE FROM dl_jobs WHERE job_id = %s", [job_id])
     return Deletion(job_id=job_id, status=status, events=events, deleted=not dry_run, dry_run=dry_run)
 
 
@@ -624,20 +631,20 @@ def jobs_prune(*, older_than_sec: float, max_identical: int, batch: int = 10_000
 
 
 def worker_register(*, worker_id: uuid.UUID, hostname: str, pid: int, queues: dict[str, int]) -> None:
-    _rows(
+    _execute(
         "INSERT INTO dl_workers (worker_id, hostname, pid, queues, running_jobs) VALUES (%s, %s, %s, %s::jsonb, 0)",
         [worker_id, hostname, pid, json.dumps(queues)],
     )
 
 
 def worker_heartbeat(*, worker_id: uuid.UUID, running_jobs: int) -> None:
-    _rows(
+    _execute(
         "UPDATE dl_workers SET heartbeat_at = now(), running_jobs = %s WHERE worker_id = %s", [running_jobs, worker_id]
     )
 
 
 def worker_deregister(*, worker_id: uuid.UUID) -> None:
-    _rows("DELETE FROM dl_workers WHERE worker_id = %s", [worker_id])
+    _execute("DELETE FROM dl_workers WHERE worker_id = %s", [worker_id])
 
 
 def workers_prune(*, silent_for_sec: float) -> int:

@@ -189,9 +189,9 @@ class Recorder:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, running: Running, outcome: services.Outcome) -> None:
+    def submit(self, results: list[tuple[Running, services.Outcome]]) -> None:
         with self._lock:
-            self._pending.append((running, outcome))
+            self._pending.extend(results)
         self._has_work.set()
 
     def stop(self) -> None:
@@ -275,6 +275,7 @@ class Worker:
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
         self._asleep = False
+        self._notified = True  # the listener may have notifications to read (reading when there are none is harmless)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -316,7 +317,8 @@ class Worker:
             return True
         try:
             self._ensure_connected()
-            self._take_notifications()
+            if self._notified:
+                self._take_notifications()
             if self._reschedule:
                 self._reschedule = False
                 self._schedule_next_available()
@@ -374,14 +376,18 @@ class Worker:
         return max(0.0, min(deadlines) - now)
 
     def _wait(self, timeout: float) -> None:
+        """Sleep until woken or ``timeout``; note whether notifications arrived (a zero timeout only looks)."""
         readable = [self._wake_read]
-        if self._listener is not None and not self._listener.closed:
-            readable.append(self._listener.fileno())
-        if timeout > 0:
-            self._asleep = True
-            if not (self._finished or self._recorded or self._stop_requested.is_set()):
-                select.select(readable, [], [], timeout)
-            self._asleep = False
+        listener = self._listener.fileno() if self._listener is not None and not self._listener.closed else None
+        if listener is not None:
+            readable.append(listener)
+        self._asleep = timeout > 0
+        if self._finished or self._recorded or self._stop_requested.is_set():
+            timeout = 0.0  # set before or while _asleep was: nothing wakes the loop for these
+        ready = select.select(readable, [], [], timeout)[0]
+        self._asleep = False
+        if listener in ready:
+            self._notified = True
         try:
             while os.read(self._wake_read, 4096):
                 pass
@@ -404,6 +410,7 @@ class Worker:
             self._listener = psycopg.connect(**connection_params("default"), autocommit=True)
             self._listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
             self._listener.execute(f"LISTEN {CANCEL_CHANNEL}")
+            self._notified = True
             # Whatever happened while we were not listening: look at every queue.
             self._may_have_work = dict.fromkeys(self.config.queues, True)
         if not self._registered:
@@ -413,6 +420,7 @@ class Worker:
             self._registered = True
 
     def _take_notifications(self) -> None:
+        self._notified = False
         for notify in self._listener.notifies(timeout=0):
             if notify.channel == NOTIFY_CHANNEL:
                 if notify.payload in self._may_have_work:
@@ -488,7 +496,7 @@ class Worker:
             for job in jobs:
                 self._dispatch(job)
             self._claimed_counter[queue].inc(len(jobs))
-            self._running_gauge[queue].inc(len(jobs))
+            self._running_gauge[queue].set(self._executing[queue])
             if bounced:
                 metrics.BOUNCED.labels(queue=queue).inc(bounced)
             # A short batch without bounces means nothing more is available in this queue now.
@@ -581,21 +589,26 @@ class Worker:
 
     def _take_finished(self) -> None:
         """Free the slots of finished runs, hand their results to the recorder, forget recorded ones."""
+        to_record, freed = [], set()
         while self._finished:
             running, outcome = self._finished.popleft()
             job = running.context.job
             running.finished = True
             self._executing[job.queue] -= 1
+            freed.add(job.queue)
             if self._slot_freed_at[job.queue] is None:
                 self._slot_freed_at[job.queue] = time.monotonic()
-            self._running_gauge[job.queue].dec()
             if outcome is None:
                 self._running.pop(job.lease.job_id, None)
                 metrics.record_outcome(
                     queue=job.queue, task=job.task, status=None, seconds=time.perf_counter() - running.started
                 )
             else:
-                self.recorder.submit(running, outcome)
+                to_record.append((running, outcome))
+        if to_record:
+            self.recorder.submit(to_record)
+        for queue in freed:
+            self._running_gauge[queue].set(self._executing[queue])
         while self._recorded:
             running, status = self._recorded.popleft()
             job = running.context.job
@@ -637,6 +650,7 @@ class Worker:
             return
         self._next_sweep = now + self.config.sweep_sec
         self._listener.execute("SELECT 1")  # a dead LISTEN connection raises here
+        self._notified = True  # notifications that came with its answer wait to be read
         self._may_have_work = dict.fromkeys(self.config.queues, True)
 
     @property
