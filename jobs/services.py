@@ -101,12 +101,13 @@ def _json(value):
     return json.loads(value) if isinstance(value, str) else value
 
 
-def _leases_arrays(leases: list[Lease]) -> tuple[list, list, list]:
-    return (
-        [lease.job_id for lease in leases],
-        [lease.attempt for lease in leases],
-        [lease.started_at for lease in leases],
-    )
+def _lease_params(leases: list[Lease]) -> dict:
+    """The leases as the arrays ``_MY_LEASES`` unnests."""
+    return {
+        "job_ids": [lease.job_id for lease in leases],
+        "attempts": [lease.attempt for lease in leases],
+        "started": [lease.started_at for lease in leases],
+    }
 
 
 # --- producers and operators ------------------------------------------------------------
@@ -414,7 +415,6 @@ def jobs_heartbeat(*, leases: list[Lease], worker_id: str) -> dict[uuid.UUID, bo
     """
     if not leases:
         return {}
-    job_ids, attempts, started = _leases_arrays(leases)
     rows = _rows(
         f"""
         WITH mine AS ({_MY_LEASES}),
@@ -430,7 +430,7 @@ def jobs_heartbeat(*, leases: list[Lease], worker_id: str) -> dict[uuid.UUID, bo
         )
         SELECT job_id, cancel_requested FROM renewed
         """,
-        {"job_ids": job_ids, "attempts": attempts, "started": started, "worker": worker_id},
+        {**_lease_params(leases), "worker": worker_id},
     )
     return dict(rows)
 
@@ -444,7 +444,6 @@ def jobs_complete(*, outcomes: list[Outcome], worker_id: str) -> dict[uuid.UUID,
     """
     if not outcomes:
         return {}
-    job_ids, attempts, started = _leases_arrays([outcome.lease for outcome in outcomes])
     rows = _rows(
         f"""
         WITH mine AS (
@@ -480,9 +479,7 @@ def jobs_complete(*, outcomes: list[Outcome], worker_id: str) -> dict[uuid.UUID,
         SELECT job_id, next_status::text FROM ended
         """,
         {
-            "job_ids": job_ids,
-            "attempts": attempts,
-            "started": started,
+            **_lease_params([outcome.lease for outcome in outcomes]),
             "kinds": [outcome.kind for outcome in outcomes],
             "errors": [outcome.error for outcome in outcomes],
             "payloads": [json.dumps(_outcome_payload(outcome)) for outcome in outcomes],
@@ -507,9 +504,12 @@ def _outcome_payload(outcome: Outcome) -> dict:
 def job_progress(*, lease: Lease, progress: dict) -> bool | None:
     """Store a running job's progress; return its cancel_requested flag, or None if the lease is gone."""
     rows = _rows(
-        "UPDATE dl_jobs SET progress = %s::jsonb WHERE job_id = %s AND status = 'running' AND attempt = %s AND started_at = %s "
-        "RETURNING cancel_requested",
-        [json.dumps(progress), lease.job_id, lease.attempt, lease.started_at],
+        f"""
+        WITH mine AS ({_MY_LEASES})
+        UPDATE dl_jobs j SET progress = %(progress)s::jsonb FROM mine WHERE {_GUARD}
+        RETURNING j.cancel_requested
+        """,
+        {**_lease_params([lease]), "progress": json.dumps(progress)},
     )
     return rows[0][0] if rows else None
 
@@ -518,7 +518,6 @@ def jobs_release(*, leases: list[Lease], worker_id: str) -> int:
     """Give running jobs back to their queue now (a worker shutting down); return how many."""
     if not leases:
         return 0
-    job_ids, attempts, started = _leases_arrays(leases)
     rows = _rows(
         f"""
         WITH mine AS ({_MY_LEASES}),
@@ -533,7 +532,7 @@ def jobs_release(*, leases: list[Lease], worker_id: str) -> int:
         )
         SELECT count(*) FROM released
         """,
-        {"job_ids": job_ids, "attempts": attempts, "started": started, "worker": worker_id},
+        {**_lease_params(leases), "worker": worker_id},
     )
     return rows[0][0]
 
