@@ -338,8 +338,8 @@ class Worker:
         """Last database writes before exiting: record, release what still runs, deregister."""
         try:
             self._ensure_connected()
+            self._take_finished()  # runs that ended since the last tick: their results go out with the flush
             self.recorder.flush()
-            self._take_finished()
             if release:
                 executing = [running for running in self._running.values() if not running.finished]
                 for running in executing:
