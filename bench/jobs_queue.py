@@ -40,7 +40,6 @@ from common import (
     PYTHON,
     ROOT,
     HttpClient,
-    bench_connection,
     create_bench_databases,
     database_url,
     drop_bench_databases,
@@ -97,17 +96,18 @@ FROM generate_series(1, %(count)s::int) AS n,
 # --- plumbing ---------------------------------------------------------------------------
 
 
-def control_db(params: dict):
-    return bench_connection(params, "default", autocommit=True)
+def control_db(params: dict, dbname: str = BENCH_DATABASES["default"]):
+    """An autocommit connection to a jobs database (the bench's own unless named)."""
+    return psycopg.connect(**{**params, "dbname": dbname}, autocommit=True)
 
 
-def reset_jobs(params: dict) -> None:
-    with control_db(params) as conn:
+def reset_jobs(params: dict, dbname: str = BENCH_DATABASES["default"]) -> None:
+    with control_db(params, dbname) as conn:
         conn.execute("TRUNCATE dl_jobs, dl_job_events")
 
 
-def vacuum_analyze(params: dict) -> None:
-    with control_db(params) as conn:
+def vacuum_analyze(params: dict, dbname: str = BENCH_DATABASES["default"]) -> None:
+    with control_db(params, dbname) as conn:
         conn.execute("VACUUM ANALYZE dl_jobs, dl_job_events")
 
 
@@ -472,11 +472,11 @@ def bench_latency(params: dict, env: dict, args) -> None:
 
 def load_queued(params: dict, count: int, *, dbname: str) -> float:
     """``count`` queued jobs with one INSERT … SELECT, then VACUUM ANALYZE; return the seconds."""
+    reset_jobs(params, dbname)
     started = time.perf_counter()
-    with psycopg.connect(**{**params, "dbname": dbname}, autocommit=True) as conn:
-        conn.execute("TRUNCATE dl_jobs, dl_job_events")
+    with control_db(params, dbname) as conn:
         conn.execute(LOAD_QUEUED, {"queue": QUEUE, "count": count})
-        conn.execute("VACUUM ANALYZE dl_jobs, dl_job_events")
+    vacuum_analyze(params, dbname)
     return time.perf_counter() - started
 
 

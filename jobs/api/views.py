@@ -31,6 +31,10 @@ def _caller(request) -> str:
     return request.user.get_username()
 
 
+def _job_response(job_id) -> Response:
+    return Response(s.JobSerializer(selectors.job_get(job_id=job_id)).data)
+
+
 class JobTriggerView(APIView):
     @extend_schema(
         request=s.JobTriggerSerializer,
@@ -64,7 +68,7 @@ class JobBulkTriggerView(APIView):
 class JobStatusView(APIView):
     @extend_schema(responses=s.JobSerializer, summary="A job's status, progress and error")
     def get(self, request, job_id):
-        return Response(s.JobSerializer(selectors.job_get(job_id=job_id)).data)
+        return _job_response(job_id)
 
 
 class JobCancelView(APIView):
@@ -75,7 +79,7 @@ class JobCancelView(APIView):
     )
     def post(self, request, job_id):
         services.job_cancel(job_id=job_id, requested_by=_caller(request))
-        return Response(s.JobSerializer(selectors.job_get(job_id=job_id)).data)
+        return _job_response(job_id)
 
 
 class JobPagination(CursorPagination):
@@ -108,7 +112,7 @@ class JobListView(generics.ListAPIView):
 class JobDetailView(APIView):
     @extend_schema(responses=s.JobSerializer, summary="A job")
     def get(self, request, job_id):
-        return Response(s.JobSerializer(selectors.job_get(job_id=job_id)).data)
+        return _job_response(job_id)
 
     @extend_schema(
         parameters=[s.DeleteQuerySerializer],
