@@ -6,10 +6,10 @@ INSTALLED := $(VENV)/.installed-requirements
 
 .PHONY: install setup run test bench-tracking bench-jobs db-stop clean
 
-$(INSTALLED): requirements.txt
+$(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	@cp requirements.txt $(INSTALLED)
+	@touch $(INSTALLED)
 
 install: $(INSTALLED)
 
@@ -21,11 +21,9 @@ setup: install
 	$(BIN)/python manage.py ensureadmin
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 
-# Web server and worker in the foreground (Ctrl-C stops both); see Procfile. They share a
-# metrics directory, so /metrics on the web server sums the worker's counters too.
+# Web server (ASGI) and a job worker in the foreground; Ctrl-C stops both and exits 0.
 run: setup
-	rm -rf var/prometheus && mkdir -p var/prometheus
-	PROMETHEUS_MULTIPROC_DIR=var/prometheus $(BIN)/honcho start -f Procfile
+	$(BIN)/python manage.py runservice
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -8,6 +8,7 @@ set), so they never touch development data.
 import http.client
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -82,6 +83,17 @@ def manage(env: dict, *args: str) -> str:
     return result.stdout
 
 
+def stop(process: subprocess.Popen, timeout: float = 60) -> int:
+    """SIGTERM a process (if still running) and wait for it; SIGKILL it after ``timeout``. Its exit status."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -89,26 +101,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def gunicorn(env: dict, *, workers: int = 2, threads: int = 8):
-    """A real web server on a free port, as `make run` starts it."""
+def gunicorn(env: dict, *, workers: int = 2):
+    """A real web server on a free port, as `make run` starts it (gunicorn, uvicorn workers, ASGI)."""
     port = free_port()
     process = subprocess.Popen(
         [
             str(Path(PYTHON).parent / "gunicorn"),
-            "pipeline_project.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--worker-class",
-            "gthread",
-            "--workers",
-            str(workers),
-            "--threads",
-            str(threads),
+            "-c",
+            "pipeline_project/gunicorn_conf.py",
+            "pipeline_project.asgi:application",
             "--log-level",
             "warning",
         ],
         cwd=ROOT,
-        env=env,
+        env={**env, "WEB_BIND": f"127.0.0.1:{port}", "WEB_WORKERS": str(workers)},
     )
     try:
         deadline = time.monotonic() + 30

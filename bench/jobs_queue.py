@@ -26,7 +26,6 @@ DATABASE_URL is set) and drops them afterwards (--keep leaves them).
 
 import argparse
 import os
-import signal
 import statistics
 import subprocess
 import time
@@ -35,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 from common import (
     BENCH_DATABASES,
     PYTHON,
@@ -48,10 +48,10 @@ from common import (
     percentiles,
     print_table,
     server_params,
+    stop,
     timed,
     use_bench_databases,
 )
-import psycopg
 from psycopg import sql
 
 QUEUE = "bench"
@@ -139,15 +139,9 @@ def runworker(env: dict, concurrency: int, *options: str):
     try:
         yield process
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            raise
-    if process.returncode != 0:
-        raise RuntimeError(f"runworker exited {process.returncode} after SIGTERM")
+        returncode = stop(process)
+    if returncode != 0:
+        raise RuntimeError(f"runworker exited {returncode} after SIGTERM")
 
 
 def wait_until(condition, process: subprocess.Popen, *, what: str, timeout: float, pause: float) -> None:
@@ -398,7 +392,7 @@ def bench_http(params: dict, env: dict, args) -> None:
     expected = HTTP_CLIENTS * (per_client + bulk_per_client * args.bulk_size)
     assert count_jobs(params, "queued") == expected
     print_table(
-        f"3. HTTP trigger through gunicorn (2 workers × 8 threads), {HTTP_CLIENTS} concurrent keep-alive clients",
+        f"3. HTTP trigger through gunicorn (2 uvicorn workers, ASGI), {HTTP_CLIENTS} concurrent keep-alive clients",
         [
             ("POST /api/v1/jobs/trigger", f"{single:>7,.0f} triggers/s", f"({HTTP_CLIENTS * per_client:,} requests)"),
             (
@@ -516,7 +510,7 @@ def claim_durations(limit: int, count: int) -> list[float]:
 
     def claim_and_roll_back() -> None:
         with transaction.atomic():
-            jobs, _bounced = services.jobs_claim(queue=QUEUE, limit=limit, worker_id="bench", busy_backoff_sec=15)
+            jobs = services.jobs_claim(queue=QUEUE, limit=limit, worker_id="bench")
             assert len(jobs) == limit, f"claimed {len(jobs)} of {limit}"
             transaction.set_rollback(True)
 

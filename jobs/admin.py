@@ -1,20 +1,19 @@
+import json
 import uuid
-from datetime import UTC, timedelta
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import path
-from django.utils import timezone
+from django.urls import path, reverse
+from django.views.decorators.http import require_POST
 
-from jobs import selectors, services
-from jobs.models import Job, JobEvent, JobStatus, Worker
+from jobs import dashboard, selectors, services
+from jobs.models import Job, JobEvent, PeriodicTask, Queue, Worker
 from pipeline_project.core.admin import ReadOnlyAdminMixin
-from pipeline_project.core.errors import ConflictError, NotFoundError
-
-THROUGHPUT_MINUTES = 60
-AXIS_LABEL_EVERY_MINUTES = 15
+from pipeline_project.core.errors import ApplicationError
 
 
 class JobEventInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -30,7 +29,11 @@ class JobEventInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Jobs are created by producers and change only through services (the actions below)."""
+    """Jobs are created by producers and change only through services (the actions below).
+
+    The actions act on the selected jobs, or on every job the current filters match when
+    "select all" is used, in one statement each, after a page that says how many will change.
+    """
 
     list_display = [
         "job_id",
@@ -46,23 +49,40 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     ]
     list_filter = ["status", "queue", "task"]
     search_fields = ["job_id", "idempotency_key", "lock_key"]
-    search_help_text = "Exact job id, idempotency key or lock key"
+    search_help_text = (
+        'Exact job id, idempotency key or lock key; args:{"source_id": 7} (JSON the args contain); error:timeout'
+    )
     ordering = ["-job_id"]  # UUIDv7: newest first, read straight off the primary key
     list_per_page = 100
     show_full_result_count = False
     inlines = [JobEventInline]
-    actions = ["retry_jobs", "cancel_jobs"]
+    actions = ["retry_jobs", "cancel_jobs", "delete_jobs"]
     change_list_template = "admin/jobs/job/change_list.html"
 
     @admin.display(description="attempt")
     def attempts(self, obj):
         return f"{obj.attempt}/{obj.max_attempts}"
 
+    def has_remove_permission(self, request):
+        """Deleting through the delete action (the admin's own delete stays off)."""
+        return request.user.has_perm("jobs.delete_job")
+
     def get_search_results(self, request, queryset, search_term):
-        # Exact matches only: no LIKE scans over a table of millions of rows.
+        # Exact matches only: no LIKE scans over a table of millions of rows (error: is the exception).
         term = search_term.strip()
         if not term:
             return queryset, False
+        if term.startswith("args:"):
+            try:
+                wanted = json.loads(term.removeprefix("args:"))
+            except ValueError:
+                wanted = None
+            if not isinstance(wanted, dict):
+                self.message_user(request, 'args: takes a JSON object, e.g. args:{"source_id": 7}', messages.ERROR)
+                return queryset.none(), False
+            return queryset.filter(args__contains=wanted), False
+        if term.startswith("error:"):
+            return queryset.filter(error__icontains=term.removeprefix("error:").strip()), False
         matches = Q(idempotency_key=term) | Q(lock_key=term)
         try:
             matches |= Q(job_id=uuid.UUID(term))
@@ -72,114 +92,120 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Retry selected jobs (failed, canceled or lost only)", permissions=["repair"])
     def retry_jobs(self, request, queryset):
-        retried = skipped = 0
-        for job_id in queryset.values_list("job_id", flat=True):
-            if services.job_retry(job_id=job_id, requested_by=request.user.get_username()):
-                retried += 1
-            else:
-                skipped += 1
-        self.message_user(
+        return self._confirmed(
             request,
-            f"{retried} job(s) put back in their queue with attempts reset; "
-            f"{skipped} job(s) were not failed, canceled or lost and were left alone.",
+            queryset,
+            lambda selection, dry_run: services.jobs_retry(selection=selection, by=_user(request), dry_run=dry_run),
+            verb="retry",
+            changed="put back in their queue with attempts reset",
+            skipped="not failed, canceled or lost",
         )
 
     @admin.action(description="Cancel selected jobs", permissions=["repair"])
     def cancel_jobs(self, request, queryset):
-        canceled = requested = skipped = 0
-        for job_id, status in queryset.values_list("job_id", "status"):
-            # A repeated cancel is harmless to the service but is not a cancellation now.
-            if status == JobStatus.CANCELED:
-                skipped += 1
-                continue
-            try:
-                new_status = services.job_cancel(job_id=job_id, requested_by=request.user.get_username())
-            except (ConflictError, NotFoundError):  # finished (or pruned) since the list was read
-                skipped += 1
-                continue
-            if new_status == JobStatus.RUNNING:
-                requested += 1
-            else:
-                canceled += 1
-        self.message_user(
+        return self._confirmed(
             request,
-            f"{canceled} queued job(s) canceled; cancellation requested for {requested} running job(s); "
-            f"{skipped} job(s) had already finished and were left alone.",
+            queryset,
+            lambda selection, dry_run: services.jobs_cancel(selection=selection, by=_user(request), dry_run=dry_run),
+            verb="cancel",
+            changed="queued and canceled at once",
+            skipped="already finished",
         )
 
+    @admin.action(
+        description="Delete selected jobs (and their events; running ones are left alone)", permissions=["remove"]
+    )
+    def delete_jobs(self, request, queryset):
+        return self._confirmed(
+            request,
+            queryset,
+            lambda selection, dry_run: services.jobs_delete(selection=selection, dry_run=dry_run),
+            verb="delete",
+            changed="deleted with their events",
+            skipped="running",
+        )
+
+    def _confirmed(self, request, queryset, act, *, verb: str, changed: str, skipped: str):
+        """Ask first, saying how many jobs the action changes; act when confirmed."""
+        selection = services.Selection.of_queryset(queryset)
+        if request.POST.get("confirmed") != "yes":
+            counts = act(selection, True)
+            return TemplateResponse(
+                request,
+                "admin/jobs/job/action_confirmation.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "opts": self.model._meta,
+                    "title": f"{verb.capitalize()} {counts.matched} job(s)?",
+                    "verb": verb,
+                    "counts": counts,
+                    "changed": changed,
+                    "skipped": skipped,
+                    "carried": [
+                        (name, value)
+                        for name, values in request.POST.lists()
+                        if name not in ("csrfmiddlewaretoken", "confirmed")
+                        for value in values
+                    ],
+                    "action_checkbox_name": ACTION_CHECKBOX_NAME,
+                },
+            )
+        counts = act(selection, False)
+        requested = f"; cancellation requested for {counts.requested} running" if counts.requested else ""
+        self.message_user(
+            request,
+            f"{counts.matched} job(s) matched: {counts.changed} {changed}{requested}; {counts.skipped} {skipped}, left alone.",
+        )
+        return None
+
     def get_urls(self):
-        dashboard = self.admin_site.admin_view(self.dashboard_view)
-        return [path("dashboard/", dashboard, name="jobs_job_dashboard"), *super().get_urls()]
+        site = self.admin_site
+        return [
+            path("dashboard/", site.admin_view(self.dashboard_view), name="jobs_job_dashboard"),
+            path(
+                "dashboard/queues/<path:queue>/<str:change>/",
+                site.admin_view(require_POST(self.queue_change_view)),
+                name="jobs_job_queue_change",
+            ),
+            *super().get_urls(),
+        ]
 
     def dashboard_view(self, request):
         if not self.has_view_permission(request):
             raise PermissionDenied
-        throughput = _throughput_columns(selectors.throughput(minutes=THROUGHPUT_MINUTES))
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "title": "Jobs dashboard",
-            "queues": _queue_bars(selectors.queue_depths()),
-            "workers": selectors.live_workers(),
-            "throughput": throughput,
-            "throughput_minutes": THROUGHPUT_MINUTES,
-            "succeeded_total": sum(column["succeeded"] for column in throughput),
-            "failed_total": sum(column["failed"] for column in throughput),
+            **dashboard.context(can_pause=request.user.has_perm("jobs.change_queue")),
         }
-        return TemplateResponse(request, "admin/jobs/dashboard.html", context)
+        template = "admin/jobs/dashboard_body.html" if request.GET.get("fragment") else "admin/jobs/dashboard.html"
+        return TemplateResponse(request, template, context)
+
+    def queue_change_view(self, request, queue, change):
+        if not request.user.has_perm("jobs.change_queue") or change not in ("pause", "resume"):
+            raise PermissionDenied
+        act = services.queue_pause if change == "pause" else services.queue_resume
+        try:
+            changed = act(queue=queue, by=_user(request))
+        except ApplicationError as error:
+            self.message_user(request, error.message, messages.ERROR)
+        else:
+            done = "paused" if change == "pause" else "resumed"
+            self.message_user(request, f"Queue {queue} {done}." if changed else f"Queue {queue} was already {done}.")
+        return redirect(reverse("admin:jobs_job_dashboard"))
 
 
-def _queue_bars(depths: dict[str, dict[str, int]]) -> list[dict]:
-    """One stacked bar per queue, scaled to the largest queue so bar lengths compare."""
-    totals = {queue: sum(counts.values()) for queue, counts in depths.items()}
-    widest = max(totals.values(), default=0) or 1
-    return [
-        {
-            "name": queue,
-            "total": totals[queue],
-            "segments": [
-                {"status": status, "count": counts[status], "percent": round(100 * counts[status] / widest, 2)}
-                for status in JobStatus.values
-                if counts.get(status)
-            ],
-        }
-        for queue, counts in depths.items()
-    ]
-
-
-def _throughput_columns(rows: list[dict]) -> list[dict]:
-    """One column per minute of the window, quiet minutes included, so the time axis is even."""
-    by_minute = {row["minute"]: row for row in rows}
-    this_minute = timezone.now().replace(second=0, microsecond=0)
-    first = this_minute - timedelta(minutes=THROUGHPUT_MINUTES)
-    # A database clock slightly ahead of ours may report a minute past our "now".
-    last = max([this_minute, *by_minute])
-    window = [
-        {"minute": minute, "succeeded": 0, "failed": 0, **by_minute.get(minute, {})}
-        for minute in (
-            first + timedelta(minutes=offset) for offset in range((last - first) // timedelta(minutes=1) + 1)
-        )
-    ]
-    peak = max((column["succeeded"] + column["failed"] for column in window), default=0) or 1
-    return [
-        {
-            **column,
-            "key": column["minute"].astimezone(UTC).strftime("%Y-%m-%dT%H:%MZ"),
-            "label": timezone.localtime(column["minute"]).strftime("%H:%M")
-            if column["minute"].minute % AXIS_LABEL_EVERY_MINUTES == 0
-            else "",
-            "succeeded_percent": round(100 * column["succeeded"] / peak, 2),
-            "failed_percent": round(100 * column["failed"] / peak, 2),
-        }
-        for column in window
-    ]
+def _user(request) -> str:
+    return request.user.get_username()
 
 
 @admin.register(Worker)
 class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Rows belong to runworker processes: they register, heartbeat and deregister themselves."""
+    """Rows belong to runworker processes: they register, heartbeat and deregister themselves.
+    A killed worker's row stays, marked dead, until the periodic task forgets it."""
 
-    list_display = ["hostname", "pid", "queue_concurrency", "running_jobs", "started_at", "heartbeat_at", "live"]
+    list_display = ["hostname", "pid", "queue_concurrency", "running_jobs", "started_at", "last_seen", "alive"]
     ordering = ["hostname", "pid"]
 
     def get_queryset(self, request):
@@ -194,6 +220,24 @@ class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def queue_concurrency(self, obj):
         return ", ".join(f"{queue} × {concurrency}" for queue, concurrency in obj.queues.items())
 
-    @admin.display(boolean=True, description="live", ordering="is_live")
-    def live(self, obj):
+    @admin.display(description="last seen", ordering="heartbeat_at")
+    def last_seen(self, obj):
+        return obj.heartbeat_at
+
+    @admin.display(boolean=True, description="alive", ordering="is_live")
+    def alive(self, obj):
         return obj.is_live
+
+
+@admin.register(Queue)
+class QueueAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Queues an operator paused (or paused and resumed); the dashboard pauses any queue."""
+
+    list_display = ["name", "paused", "changed_at", "changed_by"]
+
+
+@admin.register(PeriodicTask)
+class PeriodicTaskAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The shared schedule of the queue's housekeeping; runworker processes keep it."""
+
+    list_display = ["name", "last_started_at", "last_finished_at", "last_runner", "last_result"]

@@ -2,7 +2,7 @@
 
 import time
 
-from jobs.registry import task
+from jobs.registry import FatalError, task
 
 
 @task("jobs.noop")
@@ -16,11 +16,22 @@ def echo(ctx):
     return ctx.args
 
 
+SLEEP_LIMITS = {"seconds": (0.0, 24 * 3600.0), "chunk": (0.01, 3600.0)}
+
+
+def _number_arg(ctx, name: str, default: float) -> float:
+    value = ctx.args.get(name, default)
+    low, high = SLEEP_LIMITS[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise FatalError(f"args.{name} must be a number from {low} to {high}, not {value!r}")
+    return float(value)
+
+
 @task("jobs.sleep")
 def sleep(ctx):
     """Sleeps ``seconds`` in ``chunk`` steps, reporting progress and honouring cancellation."""
-    seconds = float(ctx.args.get("seconds", 1))
-    chunk = float(ctx.args.get("chunk", 0.1))
+    seconds = _number_arg(ctx, "seconds", 1.0)
+    chunk = _number_arg(ctx, "chunk", 0.1)
     slept = 0.0
     while slept < seconds:
         ctx.check_cancelled()

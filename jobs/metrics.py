@@ -21,10 +21,12 @@ LEASE_LOST = Counter(
     "dl_jobs_lease_lost_total", "Runs whose result was dropped because the lease was lost.", ["queue", "task"]
 )
 REAPED = Counter("dl_jobs_reaped_total", "Expired leases handled by the reaper.", ["outcome"])
-BOUNCED = Counter("dl_jobs_lock_bounced_total", "Claims bounced off a busy lock_key.", ["queue"])
 CLAIM_RACES = Counter(
-    "dl_jobs_claim_races_total", "Claims retried after racing another worker for a lock_key.", ["queue"]
+    "dl_jobs_claim_races_total",
+    "Claims that lost a race for a lock_key to another worker (nothing written; claimed again).",
+    ["queue"],
 )
+SET_ASIDE = Counter("dl_jobs_set_aside_total", "Jobs failed because the database refused to claim them.", ["queue"])
 PROCESSING = Histogram(
     "dl_job_processing_seconds",
     "Time from claim to recorded outcome.",

@@ -10,7 +10,9 @@ import threading
 import time
 import uuid
 
+import pgtrigger
 from django.contrib.postgres.indexes import BrinIndex
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -19,6 +21,8 @@ from pipeline_project.core.triggers import statement_notify_triggers
 DL_STATUS_TYPE = "dl_status"
 NOTIFY_CHANNEL = "dl_jobs"
 CANCEL_CHANNEL = "dl_jobs_cancel"
+EVENTS_CHANNEL = "dl_job_events"  # payload: ids of jobs with new events, comma-separated
+EVENTS_NOTIFY_IDS = 200  # 200 ids of 36 characters stay under NOTIFY's 8,000-byte payload limit
 
 
 class JobStatus(models.TextChoices):
@@ -65,6 +69,14 @@ class PgEnumField(models.TextField):
     def db_type(self, connection):
         return self.enum_type
 
+    def get_prep_value(self, value):
+        # PostgreSQL refuses a value outside the enum with an error; refuse it before SQL, as a
+        # validation error the admin's filters turn into their "invalid filter" page.
+        value = super().get_prep_value(value)
+        if value is not None and self.choices and value not in {choice for choice, _label in self.choices}:
+            raise ValidationError(f"{value!r} is not a {self.enum_type}.", code="invalid_choice")
+        return value
+
 
 class BigSerialField(models.BigAutoField):
     """``bigserial`` as in the seed, instead of Django's identity column."""
@@ -80,7 +92,9 @@ def _notify_ready_sql(compare_with_old: bool) -> str:
     """One NOTIFY per queue per statement, with the seed trigger's rules.
 
     INSERT: every inserted row's queue. UPDATE: rows that are queued and available now and
-    whose status or available_at changed.
+    whose status or available_at changed. (A job that became claimable because the running
+    job of its lock_key ended is announced by the statement that ended it: see
+    ``services.jobs_complete``.)
     """
     if compare_with_old:
         rows = (
@@ -163,12 +177,20 @@ class Job(models.Model):
             ),
             models.Index(fields=["lease_expires_at"], condition=Q(status="running"), name="ix_dl_jobs_running_lease"),
             models.Index(fields=["status", "queue"], name="ix_dl_jobs_status_queue"),
-            # Extra: the claim's ORDER BY priority, created_at read in index order, so a
+            # Extra: the claim's ORDER BY priority, created_at, job_id read in index order, so a
             # claim costs the same with 10,000 or 1,000,000 queued jobs.
             models.Index(
-                fields=["queue", "priority", "created_at", "available_at"],
+                fields=["queue", "priority", "created_at", "job_id"],
+                include=["available_at"],
                 condition=Q(status="queued"),
                 name="ix_dl_jobs_claim_order",
+            ),
+            # Extra: each lock_key's queued jobs in claim order: is a job the first of its key
+            # (keys run in order), and the claim's walk over a queue's keys.
+            models.Index(
+                fields=["queue", "lock_key", "priority", "created_at", "job_id"],
+                condition=Q(status="queued"),
+                name="ix_dl_jobs_queued_lock_key",
             ),
             # Extra: retention by age and the throughput chart read finished jobs by time.
             models.Index(fields=["finished_at"], condition=Q(finished_at__isnull=False), name="ix_dl_jobs_finished"),
@@ -184,6 +206,16 @@ class Job(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in FINISHED_STATUSES
+
+
+def _notify_events_sql() -> str:
+    """One NOTIFY per statement (per 200 jobs) naming the jobs that got events: followers of
+    a job's event stream wake on it instead of polling."""
+    return (
+        f"PERFORM pg_notify('{EVENTS_CHANNEL}', string_agg(job_id::text, ',')) "
+        f"FROM (SELECT job_id, (row_number() OVER () - 1) / {EVENTS_NOTIFY_IDS} AS chunk "
+        "FROM (SELECT DISTINCT job_id FROM new_values) AS jobs) AS numbered GROUP BY chunk; RETURN NULL;"
+    )
 
 
 class JobEvent(models.Model):
@@ -204,6 +236,18 @@ class JobEvent(models.Model):
         indexes = [
             # Extra: one job's journal in order (events API, admin inline, cascade deletes).
             models.Index(fields=["job", "event_id"], name="ix_dl_job_events_job"),
+            # Extra: the last hour's events (the dashboard's wait and run times). BRIN: events
+            # arrive in ts order, so it costs next to nothing to maintain.
+            BrinIndex(fields=["ts"], name="ix_dl_job_events_ts_brin"),
+        ]
+        triggers = [
+            pgtrigger.Composer(
+                name="dl_job_events_notify",
+                level=pgtrigger.Statement,
+                when=pgtrigger.After,
+                operation=pgtrigger.Insert,
+                func=_notify_events_sql(),
+            )
         ]
 
     def __str__(self) -> str:
@@ -227,3 +271,42 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hostname}:{self.pid}"
+
+
+class PeriodicTask(models.Model):
+    """The shared schedule of a periodic task (reaper, retention, ...): one row per task.
+
+    Every runworker (and runreaper) may run these tasks; the row says when one last did, so
+    each runs once per period across all processes, and an advisory lock held while it runs
+    keeps two from running it at once.
+    """
+
+    name = models.TextField(primary_key=True)
+    last_started_at = models.DateTimeField(null=True, blank=True)
+    last_finished_at = models.DateTimeField(null=True, blank=True)
+    last_runner = models.TextField(blank=True, default="")
+    last_result = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        db_table = "dl_periodic_tasks"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Queue(models.Model):
+    """A queue's operator state. Queues exist by being named in jobs; a row appears when an
+    operator first pauses one."""
+
+    name = models.TextField(primary_key=True)
+    paused = models.BooleanField(default=False)
+    changed_at = models.DateTimeField(db_default=TransactionNow())
+    changed_by = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "dl_queues"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -13,12 +13,14 @@ Apps declare handlers in a ``job_handlers`` module (imported when a worker start
         return {"rows": total}             # stored in the job's `done` event
 """
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from jobs import services
+from pipeline_project.core.storable import json_problem
 
 
 class JobCancelled(Exception):
@@ -27,6 +29,10 @@ class JobCancelled(Exception):
 
 class LeaseLost(Exception):
     """The worker no longer holds the job (it was reaped, deleted or reset); stop working on it."""
+
+
+class FatalError(Exception):
+    """Raise it when another attempt cannot help (invalid args, say): the job fails at once."""
 
 
 @dataclass(frozen=True)
@@ -43,13 +49,24 @@ class JobContext:
     atomic in CPython, and a handler only needs to see them by its next check.
     """
 
-    __slots__ = ("job", "worker_id", "_cancel_requested", "_lease_lost")
+    __slots__ = (
+        "job",
+        "worker_id",
+        "_cancel_requested",
+        "_lease_lost",
+        "_progress_interval",
+        "_progress_written_at",
+        "_unwritten_progress",
+    )
 
-    def __init__(self, job: services.ClaimedJob, worker_id: str):
+    def __init__(self, job: services.ClaimedJob, worker_id: str, *, progress_interval_sec: float = 0.0):
         self.job = job
         self.worker_id = worker_id
         self._cancel_requested = job.cancel_requested
         self._lease_lost = False
+        self._progress_interval = progress_interval_sec
+        self._progress_written_at = time.monotonic()  # short runs write their progress with the outcome only
+        self._unwritten_progress: dict | None = None
 
     @property
     def job_id(self) -> uuid.UUID:
@@ -75,12 +92,30 @@ class JobContext:
             raise JobCancelled(f"job {self.job_id} was canceled")
 
     def progress(self, data: dict) -> None:
-        """Store progress on the job (visible in its status); also picks up cancellation."""
+        """Store progress on the job (visible in its status); also picks up cancellation.
+
+        Writes at most once per ``DL_PROGRESS_INTERVAL_SEC`` (the first time that long after
+        the run started): a call in between keeps its data for the next write, and the last
+        data is written with the run's outcome.
+        """
+        if not isinstance(data, dict):
+            raise TypeError(f"progress must be a dict, not {type(data).__name__}")
+        if problem := json_problem(data):
+            raise ValueError(f"progress cannot be stored: it {problem}")
+        now = time.monotonic()
+        if now - self._progress_written_at < self._progress_interval:
+            self._unwritten_progress = data
+            return
+        self._progress_written_at, self._unwritten_progress = now, None
         cancel_requested = services.job_progress(lease=self.job.lease, progress=data)
         if cancel_requested is None:
             self.mark_lease_lost()
         elif cancel_requested:
             self.mark_cancel_requested()
+
+    def unwritten_progress(self) -> dict | None:
+        """Progress reported since the last write (the worker records it with the outcome)."""
+        return self._unwritten_progress
 
     def mark_cancel_requested(self) -> None:
         self._cancel_requested = True

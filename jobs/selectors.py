@@ -1,7 +1,7 @@
 """Reads of the job queue."""
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
@@ -9,7 +9,7 @@ from django.db.models import Count, Q
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
-from jobs.models import FINISHED_STATUSES, Job, JobEvent, JobStatus, Worker
+from jobs.models import FINISHED_STATUSES, Job, JobEvent, JobStatus, PeriodicTask, Queue, Worker
 from pipeline_project.core.errors import NotFoundError
 
 
@@ -61,12 +61,47 @@ def queue_depths() -> dict[str, dict[str, int]]:
 
 
 def live_worker_cutoff() -> datetime:
-    """A worker is live if it heartbeated after this: within three heartbeat periods."""
+    """A worker is alive if it heartbeated after this (within three heartbeat periods); a
+    worker killed without a goodbye shows as dead until the periodic task forgets it."""
     return timezone.now() - timedelta(seconds=3 * settings.DL_HEARTBEAT_SEC)
 
 
 def live_workers() -> list[Worker]:
     return list(Worker.objects.filter(heartbeat_at__gte=live_worker_cutoff()))
+
+
+def workers() -> list[dict]:
+    """Every registered worker, alive or dead, with when it was last seen."""
+    cutoff = live_worker_cutoff()
+    return [
+        {
+            "worker_id": str(worker.worker_id),
+            "hostname": worker.hostname,
+            "pid": worker.pid,
+            "queues": worker.queues,
+            "running_jobs": worker.running_jobs,
+            "started_at": worker.started_at,
+            "last_seen_at": worker.heartbeat_at,
+            "alive": worker.heartbeat_at >= cutoff,
+        }
+        for worker in Worker.objects.all()
+    ]
+
+
+def queues() -> list[dict]:
+    """Every queue with jobs or operator state: its depth by status, and whether it is paused."""
+    depths = queue_depths()
+    states = {queue.name: queue for queue in Queue.objects.all()}
+    return [
+        {
+            "name": name,
+            "paused": bool(states.get(name) and states[name].paused),
+            "changed_at": states[name].changed_at if name in states else None,
+            "changed_by": states[name].changed_by if name in states else "",
+            "depth": depths.get(name, {}),
+        }
+        for name in sorted(set(depths) | set(states))
+    ]
 
 
 def throughput(*, minutes: int = 60) -> list[dict]:
@@ -84,18 +119,95 @@ def throughput(*, minutes: int = 60) -> list[dict]:
     )
 
 
+def queue_activity(*, minutes: int = 60) -> dict[str, dict]:
+    """Per queue, over the last ``minutes``: jobs finished per minute (succeeded, failed: failed,
+    canceled or lost), and p50/p95 seconds of wait (ready → picked) and of run (the handler)."""
+    since = f"now() - make_interval(mins => {int(minutes)})"
+    activity: dict[str, dict] = {}
+
+    def queue(name: str) -> dict:
+        return activity.setdefault(name, {"per_minute": {}, "wait": None, "run": None})
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT queue, date_trunc('minute', finished_at),
+                   count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status <> 'succeeded')
+            FROM dl_jobs WHERE finished_at >= {since} GROUP BY 1, 2
+            """
+        )
+        for name, minute, succeeded, failed in cursor.fetchall():
+            queue(name)["per_minute"][minute] = {"succeeded": succeeded, "failed": failed}
+        # Wait: each pick since the job was ready, that is since its queued or requeue event (or the
+        # available_at that event set, for scheduled jobs and retries).
+        cursor.execute(
+            f"""
+            SELECT p.queue, percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY extract(epoch FROM p.ts - ready.at))
+            FROM dl_job_events p
+            CROSS JOIN LATERAL (
+                SELECT GREATEST(e.ts, COALESCE((e.payload->>'available_at')::timestamptz, e.ts)) AS at
+                FROM dl_job_events e
+                WHERE e.job_id = p.job_id AND e.event_id < p.event_id AND e.kind IN ('queued', 'requeue')
+                ORDER BY e.event_id DESC LIMIT 1
+            ) AS ready
+            WHERE p.kind = 'picked' AND p.ts >= {since}
+            GROUP BY p.queue
+            """
+        )
+        for name, (p50, p95) in cursor.fetchall():
+            queue(name)["wait"] = {"p50": max(0.0, p50), "p95": max(0.0, p95)}
+        cursor.execute(
+            f"""
+            SELECT queue, percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY (payload->>'duration_ms')::float8 / 1000)
+            FROM dl_job_events WHERE ts >= {since} AND payload ? 'duration_ms' GROUP BY queue
+            """
+        )
+        for name, (p50, p95) in cursor.fetchall():
+            queue(name)["run"] = {"p50": p50, "p95": p95}
+    return activity
+
+
 def status_section() -> tuple[str, dict]:
-    """The jobs part of /status: live workers and queue depths."""
-    workers = [
+    """The jobs part of /status: workers (alive or dead), queues (depth, paused), periodic tasks."""
+    periodic = list(
+        PeriodicTask.objects.values("name", "last_started_at", "last_finished_at", "last_runner", "last_result")
+    )
+    all_queues = queues()
+    return "jobs", {
+        "workers": workers(),
+        "queues": {queue["name"]: queue["depth"] for queue in all_queues},
+        "paused_queues": [queue["name"] for queue in all_queues if queue["paused"]],
+        "periodic_tasks": periodic,
+    }
+
+
+# --- async reads, for streams that wait without a thread ------------------------------------
+
+
+async def job_events_page(*, pool, job_id: uuid.UUID, after: int, limit: int) -> list[dict]:
+    """The job's events after ``after``, in order, as the events API renders them."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT event_id, job_id, queue, ts, kind, payload FROM dl_job_events "
+            "WHERE job_id = %s AND event_id > %s ORDER BY event_id LIMIT %s",
+            [job_id, after, limit],
+        )
+        rows = await cursor.fetchall()
+    return [
         {
-            "worker_id": str(worker.worker_id),
-            "hostname": worker.hostname,
-            "pid": worker.pid,
-            "queues": worker.queues,
-            "running_jobs": worker.running_jobs,
-            "started_at": worker.started_at,
-            "heartbeat_at": worker.heartbeat_at,
+            "event_id": event_id,
+            "job_id": str(event_job_id),
+            "queue": queue,
+            "ts": ts.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "kind": kind,
+            "payload": payload,
         }
-        for worker in live_workers()
+        for event_id, event_job_id, queue, ts, kind, payload in rows
     ]
-    return "jobs", {"workers": workers, "queues": queue_depths()}
+
+
+async def job_status_of(*, pool, job_id: uuid.UUID) -> str | None:
+    async with pool.connection() as conn:
+        cursor = await conn.execute("SELECT status::text FROM dl_jobs WHERE job_id = %s", [job_id])
+        row = await cursor.fetchone()
+    return row[0] if row else None

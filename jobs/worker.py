@@ -6,11 +6,12 @@ The control loop (main thread) waits and then does the small steps that are due
 - wait on the LISTEN connection and a wake-up pipe (never a busy poll): NOTIFY on
   ``dl_jobs`` says a queue has work, ``dl_jobs_cancel`` names a job to cancel, handler
   threads and the recorder write to the pipe; the timeout is the nearest of the next
-  heartbeat, the next reaper run, the next job's ``available_at`` and a slow safety sweep;
+  heartbeat, the next job's ``available_at`` and a slow safety sweep;
 - hand finished runs to the recorder, and claim up to the free capacity of every queue
   that may have work (one statement per queue);
-- renew every lease in one statement every ``DL_HEARTBEAT_SEC``;
-- run the reaper and retention when due.
+- renew every lease in one statement every ``DL_HEARTBEAT_SEC``.
+
+Housekeeping (expired leases, retention) runs on a thread of its own (``jobs.periodic``).
 
 The recorder thread writes finished runs on its own connection, as many per statement
 as have finished since its last write, so recording overlaps claiming. Until a run is
@@ -27,6 +28,7 @@ dropped connection) are retried with backoff; results wait until they can be wri
 import json
 import logging
 import os
+import re
 import select
 import socket
 import threading
@@ -39,13 +41,15 @@ from queue import SimpleQueue
 
 import psycopg
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, close_old_connections, connection
+from django.db import DatabaseError, IntegrityError, connection
 from django.utils import timezone
 
 from jobs import metrics, selectors, services
 from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL
-from jobs.registry import JobCancelled, JobContext, LeaseLost, Registry
-from pipeline_project.databases import connection_params
+from jobs.periodic import PeriodicRunner, queue_tasks
+from jobs.registry import FatalError, JobCancelled, JobContext, LeaseLost, Registry
+from pipeline_project.core.storable import json_problem, storable_text
+from pipeline_project.databases import close_broken_connections, connection_params, is_transient_error
 
 log = logging.getLogger("jobs.worker")
 
@@ -56,13 +60,13 @@ DATABASE_ERRORS = (DatabaseError, psycopg.Error)
 class WorkerConfig:
     queues: dict[str, int]  # queue -> concurrency
     heartbeat_sec: float
-    claim_backoff_sec: float
     retry_backoff_sec: float
     sweep_sec: float
     shutdown_timeout_sec: float
     claim_batch: int
     claim_coalesce_sec: float
     record_linger_sec: float
+    progress_interval_sec: float
     synchronous_commit: str
     run_reaper: bool
     reaper_period_sec: float
@@ -75,13 +79,13 @@ class WorkerConfig:
         values = {
             "queues": queues,
             "heartbeat_sec": settings.DL_HEARTBEAT_SEC,
-            "claim_backoff_sec": settings.DL_CLAIM_BACKOFF_SEC,
             "retry_backoff_sec": settings.DL_RETRY_BACKOFF_SEC,
             "sweep_sec": settings.DL_SWEEP_SEC,
             "shutdown_timeout_sec": settings.DL_SHUTDOWN_TIMEOUT_SEC,
             "claim_batch": settings.DL_CLAIM_BATCH,
             "claim_coalesce_sec": settings.DL_CLAIM_COALESCE_SEC,
             "record_linger_sec": settings.DL_RECORD_LINGER_SEC,
+            "progress_interval_sec": settings.DL_PROGRESS_INTERVAL_SEC,
             "synchronous_commit": settings.DL_WORKER_SYNCHRONOUS_COMMIT,
             "run_reaper": True,
             "reaper_period_sec": settings.DL_REAPER_PERIOD_SEC,
@@ -119,59 +123,24 @@ def configure_session(synchronous_commit: str) -> None:
         _session.configured = raw
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+# A lease due for renewal within this share of its interval is renewed with those due now.
+RENEW_EARLY = 0.25
+MAX_ERROR_CHARS = 4000
+MAX_TRACEBACK_CHARS = 20000
+
+
+def _error(exc: BaseException, **extra) -> dict:
+    """Log extras for a database error."""
+    return {"error": services.first_line(exc), **{key: str(value) for key, value in extra.items()}}
 
 
 @dataclass(eq=False)
 class Running:
     context: JobContext
     started: float  # perf_counter at dispatch
+    renew_every: float  # seconds between lease renewals: min(heartbeat, TTL / 3)
+    renew_at: float  # monotonic time the lease is next renewed
     finished: bool = False  # the handler returned; the result may not be recorded yet
-
-
-class Reaper:
-    """Expired leases back to the queue, dead workers forgotten, old jobs pruned, when due."""
-
-    def __init__(self, config: WorkerConfig):
-        self.config = config
-        self.next_reap = 0.0
-        self.next_prune = time.monotonic() + config.retention_period_sec
-
-    def run_due(self) -> float:
-        """Do what is due; return the monotonic time something is next due."""
-        now = time.monotonic()
-        if now >= self.next_reap:
-            self.reap()
-            self.next_reap = now + self.config.reaper_period_sec
-        if now >= self.next_prune:
-            self.prune()
-            self.next_prune = now + self.config.retention_period_sec
-        return min(self.next_reap, self.next_prune)
-
-    def reap(self) -> tuple[int, int]:
-        """Reap in batches until none is left; return (requeued, lost)."""
-        requeued = lost = 0
-        while True:
-            reaped = services.jobs_reap()
-            requeued, lost = requeued + reaped.requeued, lost + reaped.lost
-            if reaped.requeued + reaped.lost < services.REAP_BATCH:
-                break
-        if requeued or lost:
-            log.warning("reaped expired leases", extra={"requeued": requeued, "lost": lost})
-            metrics.REAPED.labels(outcome="requeued").inc(requeued)
-            metrics.REAPED.labels(outcome="lost").inc(lost)
-        services.workers_prune(silent_for_sec=10 * self.config.heartbeat_sec)
-        return requeued, lost
-
-    def prune(self) -> int:
-        pruned = services.jobs_prune(
-            older_than_sec=self.config.retention_age_sec, max_identical=self.config.retention_max_identical
-        )
-        if pruned:
-            log.info("pruned finished jobs", extra={"pruned": pruned})
-        return pruned
 
 
 class Recorder:
@@ -200,22 +169,69 @@ class Recorder:
         self._thread.join(timeout=10)
 
     def flush(self) -> None:
-        """Write everything pending now (raises on a database error, keeping the results)."""
+        """Write everything pending now.
+
+        A transient database error (a restart) puts the unwritten results back and raises; a
+        batch the database refuses is split, and a result it refuses is recorded as that job's
+        failure: one bad result never holds back the others.
+        """
         with self._flushing:
             with self._lock:
                 batch, self._pending = self._pending, []
             if not batch:
                 return
+            recorded: list[tuple[Running, str | None]] = []
             try:
                 configure_session(self.worker.config.synchronous_commit)
-                statuses = services.jobs_complete(
-                    outcomes=[outcome for _running, outcome in batch], worker_id=self.worker.worker_name
-                )
+                self._write(batch, recorded)
             except BaseException:
+                written = {id(running) for running, _status in recorded}
                 with self._lock:
-                    self._pending[:0] = batch
+                    self._pending[:0] = [item for item in batch if id(item[0]) not in written]
                 raise
-            self.worker.on_recorded([(running, statuses.get(running.context.job_id)) for running, _outcome in batch])
+            finally:
+                if recorded:
+                    self.worker.on_recorded(recorded)
+
+    def _complete(self, outcomes: list[services.Outcome]) -> dict[uuid.UUID, str]:
+        return services.jobs_complete(outcomes=outcomes, worker_id=self.worker.worker_name)
+
+    def _write(self, batch: list[tuple[Running, services.Outcome]], recorded: list) -> None:
+        """One statement for the batch; if the database refuses it, one per result."""
+        try:
+            statuses = self._complete([outcome for _running, outcome in batch])
+        except DATABASE_ERRORS as exc:
+            if is_transient_error(exc):
+                raise
+            log.warning("the database refused a batch of results; writing them one by one", extra=_error(exc))
+            for running, outcome in batch:
+                recorded.append((running, self._write_alone(outcome)))
+            return
+        recorded.extend((running, statuses.get(running.context.job_id)) for running, _outcome in batch)
+
+    def _write_alone(self, outcome: services.Outcome) -> str | None:
+        """Write one result; if the database refuses it, record the job as failed with the reason."""
+        job_id = outcome.lease.job_id
+        try:
+            return self._complete([outcome]).get(job_id)
+        except DATABASE_ERRORS as exc:
+            if is_transient_error(exc):
+                raise
+            refusal = services.first_line(exc)
+        log.error("the database refused a job's result; the job fails", extra={"job_id": str(job_id), "error": refusal})
+        failure = services.Outcome(
+            lease=outcome.lease,
+            kind="fatal",
+            error=storable_text(f"The run's result could not be stored: {refusal}")[:MAX_ERROR_CHARS],
+            duration_ms=outcome.duration_ms,
+        )
+        try:
+            return self._complete([failure]).get(job_id)
+        except DATABASE_ERRORS as exc:
+            if is_transient_error(exc):
+                raise
+            log.error("could not record the failure either; the lease will expire", extra=_error(exc, job_id=job_id))
+            return None
 
     def _loop(self) -> None:
         failures = 0
@@ -230,7 +246,7 @@ class Recorder:
             except Exception as exc:  # the results are kept; a dead recorder would strand them
                 failures += 1
                 if isinstance(exc, DATABASE_ERRORS):
-                    log.warning("could not record results; retrying", extra={"error": _first_line(exc)})
+                    log.warning("could not record results; retrying", extra=_error(exc))
                 else:
                     log.exception("recording results failed; retrying")
                 connection.close()
@@ -245,8 +261,9 @@ class Worker:
         self.registry = registry
         self.worker_id = uuid.uuid4()
         self.worker_name = f"{socket.gethostname()}:{os.getpid()}:{str(self.worker_id)[:8]}"
-        self.reaper = Reaper(config) if config.run_reaper else None
         self.recorder = Recorder(self)
+        self.periodic = PeriodicRunner(queue_tasks(config), runner_name=self.worker_name) if config.run_reaper else None
+        self._periodic_stop = threading.Event()
 
         # Control thread only.
         self._running: dict[uuid.UUID, Running] = {}  # claimed and not yet recorded
@@ -270,11 +287,13 @@ class Worker:
         self._work = {queue: SimpleQueue() for queue in config.queues}
         self._finished: deque[tuple[Running, services.Outcome | None]] = deque()
         self._recorded: deque[tuple[Running, str | None]] = deque()
+        self._handed: deque[tuple[Running, str | None, Running | None]] = deque()  # runs handed on by handler threads
         self._stop_requested = threading.Event()
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
         self._asleep = False
+        self._sleeping_until = 0.0  # monotonic time the loop's current wait ends
         self._notified = True  # the listener may have notifications to read (reading when there are none is harmless)
 
     # --- lifecycle ------------------------------------------------------------------
@@ -283,11 +302,20 @@ class Worker:
         """Run until stopped, then drain: in-flight jobs get the shutdown timeout to finish."""
         self._start_threads()
         self.recorder.start()
+        periodic = None
+        if self.periodic is not None:
+            periodic = threading.Thread(
+                target=self.periodic.run_until, args=(self._periodic_stop,), name="job-periodic", daemon=True
+            )
+            periodic.start()
         log.info("worker starting", extra={"worker": self.worker_name, "queues": self.config.queues})
         try:
             while self.tick():
                 pass
         finally:
+            self._periodic_stop.set()
+            if periodic is not None:
+                periodic.join(timeout=10)
             self.recorder.stop()
             self._close_listener()
             self._stop_threads()
@@ -327,8 +355,6 @@ class Worker:
                 self._claim()
             self._heartbeat_if_due()
             self._sweep_if_due()
-            if self.reaper is not None and not stopping:
-                self.reaper.run_due()
             self._failures = 0
         except DATABASE_ERRORS as exc:
             self._on_database_error(exc)
@@ -351,28 +377,29 @@ class Worker:
             if self._registered:
                 services.worker_deregister(worker_id=self.worker_id)
         except DATABASE_ERRORS as exc:
-            log.error("could not finish cleanly; leases will expire and be reaped", extra={"error": _first_line(exc)})
+            log.error("could not finish cleanly; leases will expire and be reaped", extra=_error(exc))
         return False
 
     # --- waiting ----------------------------------------------------------------------
 
     def _timeout(self, stopping: bool) -> float:
-        if self._finished or self._recorded:
+        if self._finished or self._recorded or self._handed:
             return 0.0
         now = time.monotonic()
         claim_at = [self._claim_due_at(q) for q in self.config.queues if self._may_have_work[q]] if not stopping else []
         if any(due is not None and due <= now for due in claim_at):
             return 0.0
         deadlines = [self._next_heartbeat, self._next_sweep, *(due for due in claim_at if due is not None)]
+        if self._running:
+            deadlines.append(
+                min(running.renew_at - RENEW_EARLY * running.renew_every for running in self._running.values())
+            )
         if self._retry_at > now:
             deadlines.append(self._retry_at)
         if stopping:
             deadlines.append(self._stop_deadline)
-        else:
-            if self.reaper is not None:
-                deadlines.append(min(self.reaper.next_reap, self.reaper.next_prune))
-            if self._next_available is not None:
-                deadlines.append(self._next_available)
+        elif self._next_available is not None:
+            deadlines.append(self._next_available)
         return max(0.0, min(deadlines) - now)
 
     def _wait(self, timeout: float) -> None:
@@ -381,8 +408,9 @@ class Worker:
         listener = self._listener.fileno() if self._listener is not None and not self._listener.closed else None
         if listener is not None:
             readable.append(listener)
+        self._sleeping_until = time.monotonic() + timeout
         self._asleep = timeout > 0
-        if self._finished or self._recorded or self._stop_requested.is_set():
+        if self._finished or self._recorded or self._handed or self._stop_requested.is_set():
             timeout = 0.0  # set before or while _asleep was: nothing wakes the loop for these
         ready = select.select(readable, [], [], timeout)[0]
         self._asleep = False
@@ -447,7 +475,7 @@ class Worker:
     def _on_database_error(self, exc: Exception) -> None:
         self._failures += 1
         delay = min(5.0, 0.25 * 2 ** min(self._failures, 5))
-        log.warning("database unavailable; retrying", extra={"error": _first_line(exc), "retry_in_sec": delay})
+        log.warning("database unavailable; retrying", extra={**_error(exc), "retry_in_sec": delay})
         self._close_listener()
         connection.close()
         self._retry_at = time.monotonic() + delay
@@ -473,7 +501,6 @@ class Worker:
 
     def _claim(self) -> None:
         drained = False
-        finishing = [running.context.job.lock_key for running in self._running.values() if running.finished]
         now = time.monotonic()
         for queue in self.config.queues:
             due = self._claim_due_at(queue)
@@ -482,29 +509,37 @@ class Worker:
             free = min(self._free(queue), self.config.claim_batch)
             self._slot_freed_at[queue] = None
             try:
-                jobs, bounced = services.jobs_claim(
-                    queue=queue,
-                    limit=free,
-                    worker_id=self.worker_name,
-                    busy_backoff_sec=self.config.claim_backoff_sec,
-                    skip_lock_keys=finishing,
-                )
-            except IntegrityError:
-                # Another worker took a job with the same lock_key at the same moment; claim again.
-                metrics.CLAIM_RACES.labels(queue=queue).inc()
+                jobs = services.jobs_claim(queue=queue, limit=free, worker_id=self.worker_name)
+            except DATABASE_ERRORS as exc:
+                if isinstance(exc, IntegrityError) and services.is_lock_key_race(exc):
+                    # Another queue's worker took a job with the same lock_key at the same moment: claim again.
+                    metrics.CLAIM_RACES.labels(queue=queue).inc()
+                    continue
+                if is_transient_error(exc) or not self._set_aside_unclaimable(queue, free):
+                    raise
                 continue
             for job in jobs:
                 self._dispatch(job)
             self._claimed_counter[queue].inc(len(jobs))
             self._running_gauge[queue].set(self._executing[queue])
-            if bounced:
-                metrics.BOUNCED.labels(queue=queue).inc(bounced)
-            # A short batch without bounces means nothing more is available in this queue now.
-            if len(jobs) + bounced < free:
+            # A short batch: nothing more is claimable in this queue now. Jobs waiting on a busy
+            # lock_key become claimable when it frees: a NOTIFY (or our own recording) says so.
+            if len(jobs) < free:
                 self._may_have_work[queue] = False
                 drained = True
         if drained:
             self._schedule_next_available()
+
+    def _set_aside_unclaimable(self, queue: str, limit: int) -> bool:
+        """After a claim the database refused: fail the jobs it refuses, so the rest can run."""
+        refused = services.jobs_set_aside_unclaimable(queue=queue, limit=limit, worker_id=self.worker_name)
+        if refused:
+            log.error(
+                "failed jobs the database refuses to claim",
+                extra={"queue": queue, "job_ids": [str(job_id) for job_id in refused]},
+            )
+            metrics.SET_ASIDE.labels(queue=queue).inc(len(refused))
+        return bool(refused)
 
     def _schedule_next_available(self) -> None:
         """Set the timer to the earliest future available_at in our queues (none fires a NOTIFY)."""
@@ -514,9 +549,18 @@ class Worker:
         else:
             self._next_available = time.monotonic() + max(0.0, (soonest - timezone.now()).total_seconds())
 
+    def _running_for(self, job: services.ClaimedJob) -> Running:
+        context = JobContext(job, self.worker_name, progress_interval_sec=self.config.progress_interval_sec)
+        renew_every = min(self.config.heartbeat_sec, job.lease_ttl_sec / 3)
+        return Running(
+            context=context,
+            started=time.perf_counter(),
+            renew_every=renew_every,
+            renew_at=time.monotonic() + renew_every,
+        )
+
     def _dispatch(self, job: services.ClaimedJob) -> None:
-        context = JobContext(job, self.worker_name)
-        running = Running(context=context, started=time.perf_counter())
+        running = self._running_for(job)
         self._running[job.lease.job_id] = running
         self._executing[job.queue] += 1
         self._work[job.queue].put(running)
@@ -542,86 +586,162 @@ class Worker:
             if running is None:
                 connection.close()
                 return
-            outcome = self._execute(running)
-            close_old_connections()  # a handler may leave a broken connection behind
+            while running is not None:  # a run, then the runs of its lock_key handed on to this slot
+                try:
+                    outcome = self._execute(running)
+                except BaseException as exc:  # a bug of ours, not the handler's: the slot must still be freed
+                    log.exception("a run ended without an outcome; failing it")
+                    outcome = self._failure(running.context.job, exc, kind="fatal", started=running.started)
+                try:
+                    close_broken_connections()  # a handler may leave a broken connection behind
+                except BaseException:
+                    log.exception("could not close a handler's connections")
+                running = self._hand_off(running, outcome)
+
+    def _hand_off(self, running: Running, outcome: services.Outcome | None) -> Running | None:
+        """Report a finished run; return the next run for this slot, if any.
+
+        Usually the run goes to the control loop and the recorder, which batch results. But
+        when a job of its lock_key waits, this thread writes the result itself and, in the
+        same statement, claims the queue's first claimable job (that one, unless another is
+        due first), which then runs here at once: a key's jobs follow each other with one
+        statement between them and no hop between threads.
+        """
+        job = running.context.job
+        if outcome is None or not job.has_successor or self._stop_requested.is_set():
             self._finished.append((running, outcome))
             self._wake()
+            return None
+        try:
+            status, claimed = services.job_complete_and_claim(
+                outcome=outcome,
+                queue=job.queue,
+                worker_id=self.worker_name,
+                synchronous_commit=self.config.synchronous_commit,
+            )
+        except DATABASE_ERRORS as exc:  # the recorder writes it instead, with its retries and fallbacks
+            log.warning("could not hand the slot on; the recorder writes the result", extra=_error(exc))
+            self._finished.append((running, outcome))
+            self._wake()
+            return None
+        successor = self._running_for(claimed) if claimed else None
+        self._handed.append((running, status, successor))
+        # The books can wait for the loop's next tick, unless a slot came free to claim into or the
+        # successor's lease is due for renewal before then.
+        if successor is None or successor.renew_at - RENEW_EARLY * successor.renew_every < self._sleeping_until:
+            self._wake()
+        return successor
 
     def _execute(self, running: Running) -> services.Outcome | None:
-        """Run one job in a handler thread; None when the lease was lost (nothing to write)."""
+        """Run one job in a handler thread; None when the lease was lost (nothing to write).
+
+        Whatever the handler does, even raising SystemExit in this thread, the run ends with
+        an outcome; a result PostgreSQL could not store is the run's error.
+        """
         context = running.context
         job = context.job
-        handler = self.registry.get(job.task)
-        if handler is None:
-            return services.Outcome(
-                lease=job.lease,
-                kind="fatal",
-                error=f"Unknown task {job.task!r}: no handler is registered for it in this worker.",
-                details={"known_tasks": self.registry.names()},
-            )
         started = time.perf_counter()
+        handler = None
         try:
+            handler = self.registry.get(job.task)
+            if handler is None:
+                return services.Outcome(
+                    lease=job.lease,
+                    kind="fatal",
+                    error=f"Unknown task {job.task!r}: no handler is registered for it in this worker.",
+                    details={"known_tasks": self.registry.names()},
+                )
             context.check_cancelled()
             result = handler.func(context)
-            json.dumps(result)  # refuse a result that cannot be stored, before calling it a success
+            if problem := json_problem(result):
+                raise TypeError(f"The handler's result cannot be stored: it {problem}.")
         except LeaseLost:
             return None
         except JobCancelled:
-            return services.Outcome(lease=job.lease, kind="canceled", details={"by": "handler"})
-        except Exception as exc:
-            delay = (
-                handler.retry_backoff_sec if handler.retry_backoff_sec is not None else self.config.retry_backoff_sec
-            )
             return services.Outcome(
-                lease=job.lease,
-                kind="error",
-                error=f"{type(exc).__name__}: {exc}"[:4000],
-                details={
-                    "exception_class": f"{type(exc).__module__}.{type(exc).__qualname__}",
-                    "traceback": traceback.format_exc()[-20000:],
-                },
-                retry_delay_sec=delay * job.lease.attempt,
-                duration_ms=(time.perf_counter() - started) * 1000,
+                lease=job.lease, kind="canceled", details={"by": "handler"}, progress=context.unwritten_progress()
+            )
+        except FatalError as exc:
+            return self._failure(job, exc, kind="fatal", started=started, progress=context.unwritten_progress())
+        except BaseException as exc:
+            backoff = handler.retry_backoff_sec if handler and handler.retry_backoff_sec is not None else None
+            delay = (self.config.retry_backoff_sec if backoff is None else backoff) * job.lease.attempt
+            return self._failure(
+                job, exc, kind="error", started=started, retry_delay_sec=delay, progress=context.unwritten_progress()
             )
         return services.Outcome(
-            lease=job.lease, kind="succeeded", result=result, duration_ms=(time.perf_counter() - started) * 1000
+            lease=job.lease,
+            kind="succeeded",
+            result=result,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            progress=context.unwritten_progress(),
+        )
+
+    @staticmethod
+    def _failure(job: services.ClaimedJob, exc: BaseException, *, kind: str, started: float, **fields):
+        """The outcome of a run that raised, with texts PostgreSQL can store."""
+        return services.Outcome(
+            lease=job.lease,
+            kind=kind,
+            error=storable_text(f"{type(exc).__name__}: {_describe(exc)}")[:MAX_ERROR_CHARS],
+            details={
+                "exception_class": f"{type(exc).__module__}.{type(exc).__qualname__}",
+                "traceback": storable_text(_traceback(exc))[-MAX_TRACEBACK_CHARS:],
+            },
+            duration_ms=(time.perf_counter() - started) * 1000,
+            **fields,
         )
 
     def _take_finished(self) -> None:
-        """Free the slots of finished runs, hand their results to the recorder, forget recorded ones."""
+        """Free the slots of finished runs, hand their results to the recorder, forget recorded
+        ones, and book the runs that handler threads handed on to the next job of their key."""
         to_record, freed = [], set()
         while self._finished:
             running, outcome = self._finished.popleft()
             job = running.context.job
             running.finished = True
-            self._executing[job.queue] -= 1
+            self._free_slot(job.queue)
             freed.add(job.queue)
-            if self._slot_freed_at[job.queue] is None:
-                self._slot_freed_at[job.queue] = time.monotonic()
             if outcome is None:
-                self._running.pop(job.lease.job_id, None)
-                metrics.record_outcome(
-                    queue=job.queue, task=job.task, status=None, seconds=time.perf_counter() - running.started
-                )
+                self._forget(running, None, written=False)
             else:
                 to_record.append((running, outcome))
         if to_record:
             self.recorder.submit(to_record)
+        while self._handed:
+            running, status, successor = self._handed.popleft()
+            running.finished = True
+            queue = running.context.job.queue
+            self._forget(running, status)
+            if successor is None:
+                self._free_slot(queue)
+                freed.add(queue)
+            else:  # it runs in the slot its predecessor held
+                self._running[successor.context.job_id] = successor
+                self._claimed_counter[queue].inc()
+        while self._recorded:
+            self._forget(*self._recorded.popleft())
         for queue in freed:
             self._running_gauge[queue].set(self._executing[queue])
-        while self._recorded:
-            running, status = self._recorded.popleft()
-            job = running.context.job
-            self._running.pop(job.lease.job_id, None)
-            # Claims skipped jobs sharing its lock_key while the result was unrecorded: look again.
-            self._may_have_work[job.queue] = True
-            metrics.record_outcome(
-                queue=job.queue, task=job.task, status=status, seconds=time.perf_counter() - running.started
-            )
-            if status == "queued":
-                self._reschedule = True  # retried after a backoff: no NOTIFY will say when
-            elif status is None:
-                log.warning("lease lost before the result was recorded", extra={"job_id": str(job.lease.job_id)})
+
+    def _forget(self, running: Running, status: str | None, *, written: bool = True) -> None:
+        """A run whose outcome is written, or (``written`` False) whose lease was lost in the run."""
+        job = running.context.job
+        self._running.pop(job.lease.job_id, None)
+        # The next job of its lock_key, if any, is claimable now.
+        self._may_have_work[job.queue] = True
+        metrics.record_outcome(
+            queue=job.queue, task=job.task, status=status, seconds=time.perf_counter() - running.started
+        )
+        if status == "queued":
+            self._reschedule = True  # retried after a backoff: no NOTIFY will say when
+        elif status is None and written:
+            log.warning("lease lost before the result was recorded", extra={"job_id": str(job.lease.job_id)})
+
+    def _free_slot(self, queue: str) -> None:
+        self._executing[queue] -= 1
+        if self._slot_freed_at[queue] is None:
+            self._slot_freed_at[queue] = time.monotonic()
 
     def on_recorded(self, results: list[tuple[Running, str | None]]) -> None:
         """Called by the recorder (any thread) once results are written."""
@@ -629,19 +749,25 @@ class Worker:
         self._wake()
 
     def _heartbeat_if_due(self) -> None:
+        """Renew the leases that are due (each every min(heartbeat, TTL / 3), early ones batched
+        with them), and the worker's own row every heartbeat period."""
         now = time.monotonic()
-        if now < self._next_heartbeat:
-            return
-        self._next_heartbeat = now + self.config.heartbeat_sec
-        held = services.jobs_heartbeat(
-            leases=[running.context.job.lease for running in self._running.values()], worker_id=self.worker_name
-        )
-        for job_id, running in self._running.items():
-            if job_id not in held:
-                running.context.mark_lease_lost()
-            elif held[job_id]:
-                running.context.mark_cancel_requested()
-        services.worker_heartbeat(worker_id=self.worker_id, running_jobs=len(self._running))
+        due = [
+            running for running in self._running.values() if running.renew_at <= now + RENEW_EARLY * running.renew_every
+        ]
+        if due:
+            held = services.jobs_heartbeat(
+                leases=[running.context.job.lease for running in due], worker_id=self.worker_name
+            )
+            for running in due:
+                running.renew_at = now + running.renew_every
+                if running.context.job_id not in held:
+                    running.context.mark_lease_lost()
+                elif held[running.context.job_id]:
+                    running.context.mark_cancel_requested()
+        if now >= self._next_heartbeat:
+            self._next_heartbeat = now + self.config.heartbeat_sec
+            services.worker_heartbeat(worker_id=self.worker_id, running_jobs=len(self._running))
 
     def _sweep_if_due(self) -> None:
         """The safety net for a lost notification: look at every queue now and then."""
@@ -658,6 +784,21 @@ class Worker:
         return len(self._running)
 
 
+def _describe(exc: BaseException) -> str:
+    """str(exc), which a hostile exception may make raise."""
+    try:
+        return str(exc)
+    except BaseException:
+        return f"<{type(exc).__name__} whose message cannot be read>"
+
+
+def _traceback(exc: BaseException) -> str:
+    try:
+        return "".join(traceback.format_exception(exc))
+    except BaseException:
+        return ""
+
+
 def _as_uuid(value: str) -> uuid.UUID | None:
     try:
         return uuid.UUID(value)
@@ -665,17 +806,52 @@ def _as_uuid(value: str) -> uuid.UUID | None:
         return None
 
 
-def parse_workers_json(raw: str) -> dict[str, int]:
-    """``[{"queue": "load.cbr", "concurrency": 2}, ...]`` → ``{"load.cbr": 2}``."""
-    entries = json.loads(raw)
+MAX_CONCURRENCY = 1000
+
+
+def parse_workers(entries) -> dict[str, int]:
+    """WORKERS_JSON entries, or ``--queue`` flags made entries, as ``{queue: concurrency}``.
+
+    One parser for both, so both have the same bounds: a valid queue name (as producers must
+    use) and a concurrency from 1 to 1000 (summed when a queue is named twice).
+    """
     if not isinstance(entries, list) or not entries:
-        raise ValueError("WORKERS_JSON must be a non-empty JSON list")
+        raise ValueError("must be a non-empty JSON list")
     queues: dict[str, int] = {}
     for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("queue"), str) or not entry["queue"]:
-            raise ValueError(f"each WORKERS_JSON entry needs a queue name: {entry!r}")
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("queue"), str)
+            or set(entry) - {"queue", "concurrency"}
+        ):
+            raise ValueError(f'each entry is {{"queue": NAME, "concurrency": N}}: {entry!r}')
+        if problem := services.text_field_problem("queue", entry["queue"]):
+            raise ValueError(f"queue name {entry['queue']!r}: {problem}")
         concurrency = entry.get("concurrency", 1)
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= 1000:
-            raise ValueError(f"concurrency must be an integer from 1 to 1000: {entry!r}")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_CONCURRENCY:
+            raise ValueError(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}: {entry!r}")
         queues[entry["queue"]] = queues.get(entry["queue"], 0) + concurrency
+        if queues[entry["queue"]] > MAX_CONCURRENCY:
+            raise ValueError(
+                f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}: {entry['queue']!r} sums higher"
+            )
     return queues
+
+
+def parse_workers_json(raw: str) -> dict[str, int]:
+    """``[{"queue": "load.cbr", "concurrency": 2}, ...]`` → ``{"load.cbr": 2}``."""
+    try:
+        entries = json.loads(raw)
+    except ValueError:
+        raise ValueError("is not valid JSON") from None
+    return parse_workers(entries)
+
+
+def queue_flag_entry(flag: str) -> dict:
+    """``NAME[:CONCURRENCY]`` as a WORKERS_JSON entry; the concurrency, after the last colon, in ASCII digits."""
+    name, colon, concurrency = flag.rpartition(":")
+    if not colon:
+        return {"queue": flag}
+    if not re.fullmatch(r"[0-9]{1,9}", concurrency):
+        raise ValueError(f"expects NAME or NAME:CONCURRENCY, got {flag!r}")
+    return {"queue": name, "concurrency": int(concurrency)}

@@ -1,6 +1,12 @@
+"""The ASGI application the web server runs (see gunicorn_conf.py)."""
+
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pipeline_project.settings")
-application = get_asgi_application()
+django.setup(set_prefix=False)
+
+from pipeline_project.core.asgi import ProjectASGIHandler  # noqa: E402  (needs the apps loaded)
+
+application = ProjectASGIHandler()

@@ -5,6 +5,11 @@ from urllib.parse import quote
 import psycopg
 from psycopg import sql
 
+# SQLSTATE classes of errors that pass: connection (08), transaction rollback (40: deadlock,
+# serialization), insufficient resources (53), operator intervention (57: shutdown, cancel),
+# system (58). Others (22 data, 23 integrity, 54 program limit, 42 ...) refuse the statement itself.
+TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57", "58"})
+
 # Django passes these to psycopg.connect for its own cursors; a plain connection must not get them.
 _DJANGO_ONLY_PARAMS = ("cursor_factory", "context")
 
@@ -38,3 +43,36 @@ def database_url(params: dict) -> str:
     port = f":{params['port']}" if params.get("port") else ""
     password = f":{quote(params['password'], safe='')}" if params.get("password") else ""
     return f"postgres://{params.get('user') or 'postgres'}{password}@{host}{port}/{params['dbname']}"
+
+
+def is_transient_error(exc: BaseException) -> bool:
+    """Whether a database error may pass if the statement is tried again later (a restart, a
+    dropped connection), as opposed to a refusal of the statement's data."""
+    from django.db import InterfaceError, OperationalError
+
+    if isinstance(exc, (InterfaceError, psycopg.InterfaceError)):
+        return True
+    cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
+    sqlstate = getattr(cause, "sqlstate", None)
+    if sqlstate is None:  # no answer from the server at all: the connection failed
+        return isinstance(exc, (OperationalError, psycopg.OperationalError))
+    return sqlstate[:2] in TRANSIENT_SQLSTATE_CLASSES
+
+
+def close_broken_connections() -> None:
+    """Close this thread's Django connections that a caller left unusable: an open transaction,
+    autocommit turned off, or an error since the last commit on a connection that no longer
+    answers. Unlike ``close_old_connections`` it does not make the next use of a healthy
+    connection pay a health-check round trip (a worker calls it after every job)."""
+    from django.db import connections
+
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is None:
+            continue
+        if conn.in_atomic_block or conn.get_autocommit() != conn.settings_dict["AUTOCOMMIT"]:
+            conn.close()
+        elif conn.errors_occurred:
+            if conn.is_usable():
+                conn.errors_occurred = False
+            else:
+                conn.close()

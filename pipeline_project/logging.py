@@ -9,12 +9,17 @@ from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
 
 MASK = "***"
-# Bearer tokens, DSN passwords (scheme://user:password@host) and key=value secrets.
+# Bearer tokens, the project's own tokens wherever they appear (a query string, a path), DSN
+# passwords (scheme://user:password@host) and key=value secrets (access_token=, api-key: ...).
 _SECRET_PATTERNS = [
     (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"), rf"\g<1>{MASK}"),
+    (re.compile(r"pcp_[A-Za-z0-9_-]{8,}"), MASK),
     (re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]+(@)"), rf"\g<1>{MASK}\g<2>"),
     (
-        re.compile(r"(?i)\b(password|passwd|secret|token|api_key|apikey)(['\"]?\s*[=:]\s*)(['\"]?)[^\s'\",&}]+"),
+        re.compile(
+            r"(?i)\b([a-z0-9_-]*(?:password|passwd|secret|token|api[_-]?key|authorization)[a-z0-9_-]*)"
+            r"(['\"]?\s*[=:]\s*)(['\"]?)[^\s'\",&}]+"
+        ),
         rf"\g<1>\g<2>\g<3>{MASK}",
     ),
 ]
@@ -36,17 +41,33 @@ class RequestIdFilter(logging.Filter):
 
 
 class SecretMaskingFilter(logging.Filter):
-    """Mask secrets in the message, its arguments and string extras."""
+    """Mask secrets in every field of every record: the message and its arguments, the extras
+    (recursively, and objects such as Django's request by their text) and the traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg = mask_secrets(record.getMessage())
         record.args = None
         for key, value in list(record.__dict__.items()):
-            if key not in _STANDARD_ATTRS and isinstance(value, str):
-                setattr(record, key, mask_secrets(value))
+            if key not in _STANDARD_ATTRS:
+                setattr(record, key, _masked(value))
         if record.exc_info and not record.exc_text:
             record.exc_text = mask_secrets(logging.Formatter().formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = mask_secrets(record.stack_info)
         return True
+
+
+def _masked(value, depth: int = 0):
+    """``value`` with its secrets masked: texts, containers of them, and anything else by its text."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return mask_secrets(value)
+    if depth < 8 and isinstance(value, dict):
+        return {mask_secrets(str(key)): _masked(item, depth + 1) for key, item in value.items()}
+    if depth < 8 and isinstance(value, (list, tuple, set)):
+        return [_masked(item, depth + 1) for item in value]
+    return mask_secrets(str(value))
 
 
 _STANDARD_ATTRS = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}

@@ -47,12 +47,18 @@ SECRET_KEY = os.environ.get("SECRET_KEY") or _persisted_secret_key()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
-# Behind TLS: secure cookies, HSTS and the proxy's scheme header.
+# Production is HTTPS=1 behind TLS: secure cookies, HSTS, the proxy's scheme header, and plain
+# HTTP redirected, except the endpoints that health checks and scrapers call inside the network.
+# `manage.py check --deploy` has nothing to say about these settings.
 if env_bool("HTTPS"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^health$", r"^status$", r"^metrics$"]
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = 31536000
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("HSTS_PRELOAD", True)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
@@ -79,6 +85,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "pipeline_project.core.middleware.RequestIdMiddleware",
     "pipeline_project.core.middleware.BodySizeLimitMiddleware",
+    "pipeline_project.core.middleware.RejectNulMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -133,10 +140,22 @@ else:
 
     DATABASES = embedded_postgres.database_settings()
 
+# The web server (ASGI) runs each request in a thread that ends with it, so its connections
+# come from a pool (gunicorn_conf.py sets DB_CONNECTION_POOL); runworker keeps a connection per
+# thread for its life, with session settings of its own, so it must not share a pool.
+DB_CONNECTION_POOL = env_bool("DB_CONNECTION_POOL")
+DB_POOL_MAX_IDLE_SEC = env_number("DB_POOL_MAX_IDLE_SEC", 60)  # a pool closes a connection idle this long
 for _database in DATABASES.values():
-    _database["CONN_MAX_AGE"] = env_number("DB_CONN_MAX_AGE", 60, int)
+    _database["CONN_MAX_AGE"] = 0 if DB_CONNECTION_POOL else env_number("DB_CONN_MAX_AGE", 60, int)
     _database["CONN_HEALTH_CHECKS"] = True
     _options = _database.setdefault("OPTIONS", {})
+    if DB_CONNECTION_POOL:
+        _options["pool"] = {
+            "min_size": 1,
+            "max_size": env_number("DB_POOL_MAX_SIZE", 20, int),
+            "max_idle": DB_POOL_MAX_IDLE_SEC,
+            "timeout": 30,
+        }
     _options["application_name"] = os.environ.get("DB_APPLICATION_NAME", "pipeline-control")
     if DB_BEHIND_POOLER:
         # A transaction-pooling PgBouncer keeps neither server-side cursors nor (before 1.21)
@@ -175,6 +194,7 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True  # serve app static files even before collectstatic
 
 LOGIN_URL = "admin:login"
+CSRF_FAILURE_VIEW = "pipeline_project.core.views.csrf_failure"
 
 # Requests with a larger body are refused with 413 before anything is parsed.
 MAX_REQUEST_BODY_BYTES = env_number("MAX_REQUEST_BODY_BYTES", 5 * 1024 * 1024, int)
@@ -188,12 +208,13 @@ REST_FRAMEWORK = {
         "pipeline_project.core.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["pipeline_project.core.permissions.IsDaemonOrStaff"],
+    "DEFAULT_PERMISSION_CLASSES": ["pipeline_project.core.permissions.IsDaemonOrPermittedStaff"],
     "DEFAULT_PARSER_CLASSES": ["pipeline_project.core.parsers.StrictJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": [
-        "rest_framework.renderers.JSONRenderer",
-        "rest_framework.renderers.BrowsableAPIRenderer",
-    ],
+    # JSON only, and JSON even for a client that asks for HTML: staff browse the API in Swagger UI.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "pipeline_project.core.negotiation.JSONFallbackNegotiation",
+    # OPTIONS answers 405: nothing uses DRF's self-description (the schema is the description).
+    "DEFAULT_METADATA_CLASS": None,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "pipeline_project.core.errors.api_exception_handler",
@@ -209,6 +230,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # The schema and the docs need the same access as the API.
+    "SERVE_PERMISSIONS": ["pipeline_project.core.permissions.IsDaemonOrPermittedStaff"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "pipeline_project.core.schema.document_error_responses",
+    ],
 }
 
 
@@ -217,13 +244,13 @@ SPECTACULAR_SETTINGS = {
 DL_HEARTBEAT_SEC = env_number("DL_HEARTBEAT_SEC", 10)
 DL_DEFAULT_LEASE_TTL_SEC = env_number("DL_DEFAULT_LEASE_TTL_SEC", 60, int)
 DL_REAPER_PERIOD_SEC = env_number("DL_REAPER_PERIOD_SEC", 10)
-DL_CLAIM_BACKOFF_SEC = env_number("DL_CLAIM_BACKOFF_SEC", 15)  # a job bounced off a busy lock_key
 DL_RETRY_BACKOFF_SEC = env_number("DL_RETRY_BACKOFF_SEC", 30)  # × attempt, after a failed run
 DL_SWEEP_SEC = env_number("DL_SWEEP_SEC", 30)  # safety sweep for lost notifications
 DL_SHUTDOWN_TIMEOUT_SEC = env_number("DL_SHUTDOWN_TIMEOUT_SEC", 30)
 DL_CLAIM_BATCH = env_number("DL_CLAIM_BATCH", 100, int)  # most jobs one claim statement takes
 DL_CLAIM_COALESCE_SEC = env_number("DL_CLAIM_COALESCE_SEC", 0.002)  # a busy queue waits this long to claim in bulk
 DL_RECORD_LINGER_SEC = env_number("DL_RECORD_LINGER_SEC", 0.005)  # results wait this long to share a statement
+DL_PROGRESS_INTERVAL_SEC = env_number("DL_PROGRESS_INTERVAL_SEC", 1.0)  # ctx.progress() writes at most this often
 # The worker's own claims and results; "off" risks only re-running jobs after a database crash.
 DL_WORKER_SYNCHRONOUS_COMMIT = os.environ.get("DL_WORKER_SYNCHRONOUS_COMMIT", "off")
 DL_RETENTION_PERIOD_SEC = env_number("DL_RETENTION_PERIOD_SEC", 300)
@@ -233,7 +260,7 @@ WORKERS_JSON = os.environ.get("WORKERS_JSON", '[{"queue": "default", "concurrenc
 # Modules with @task handlers besides every installed app's job_handlers module.
 JOBS_HANDLER_MODULES = env_list("JOBS_HANDLER_MODULES", "")
 
-DL_EVENTS_POLL_SEC = env_number("DL_EVENTS_POLL_SEC", 0.25)  # how often a followed event stream looks
+DL_EVENTS_RECHECK_SEC = env_number("DL_EVENTS_RECHECK_SEC", 5)  # a follower re-reads this often without a NOTIFY
 DL_EVENTS_MAX_FOLLOW_SEC = env_number("DL_EVENTS_MAX_FOLLOW_SEC", 3600)  # then the client resumes with ?after=
 
 TASKS = {"default": {"BACKEND": "jobs.tasks_backend.DatabaseBackend", "QUEUES": []}}

@@ -1,6 +1,5 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from pipeline_project.core import views
 
@@ -8,8 +7,8 @@ urlpatterns = [
     path("health", views.health, name="health"),
     path("status", views.StatusView.as_view(), name="status"),
     path("metrics", views.MetricsView.as_view(), name="metrics"),
-    path("api/v1/schema", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/v1/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/v1/schema", views.SchemaView.as_view(), name="api-schema"),
+    path("api/v1/docs", views.DocsView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/pipeline/", include("tracking.api.urls")),
     path("api/v1/", include("jobs.api.urls")),
     path("admin/", admin.site.urls),

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 from django.urls import path
 
@@ -45,6 +46,8 @@ class PipelineTrackingAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return [path("summary/", summary, name="tracking_pipelinetracking_summary"), *super().get_urls()]
 
     def summary_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
         summary = selectors.metrics_summary()
         stages = []
         for stage in STAGES.values():

@@ -11,7 +11,7 @@ from django.db import connections, transaction
 from django.db.models.functions import Now
 
 from pipeline_project.core.errors import ConflictError, NotFoundError
-from tracking.models import QUEUE_STAGES, PipelineTracking, Stage, Status
+from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage, Status
 
 DATABASE = "pipeline"
 
@@ -90,38 +90,52 @@ def event_ingest_mark_done(*, filename: str) -> int:
         return rows.filter(event_ingest_status=Status.STARTED).update(event_ingest_status=Status.DONE, updated_at=Now())
 
 
+# Transitions that do a stage's work: the seed's readiness rules say a stage works on rows
+# the previous stage finished.
+NEEDS_PREVIOUS_DONE = frozenset({"start", "done"})
+
+
 def stage_transition(*, stage: Stage, transition: str, filename: str, shard: int) -> str:
     """Apply start/done/fail/retry to one row; return the row's status afterwards.
 
-    A row already in the target status is left as it is (an idempotent repeat); any other
-    status outside the transition's sources is a conflict.
+    A row already in the target status is left as it is (an idempotent repeat). ``start`` and
+    ``done`` need the previous stage ``done``; any other status outside the transition's
+    sources is a conflict.
     """
     rule = TRANSITIONS[transition]
     row = PipelineTracking.objects.filter(filename=filename, shard=shard)
-    changed = row.filter(**{f"{stage.column}__in": rule.sources}).update(
+    ready = {stage.previous_column: Status.DONE} if transition in NEEDS_PREVIOUS_DONE else {}
+    changed = row.filter(**{f"{stage.column}__in": rule.sources}, **ready).update(
         **{stage.column: rule.target, "updated_at": Now()}
     )
     if changed:
         return rule.target
-    current = row.values_list(stage.column, flat=True).first()
-    if current is None:
+    found = row.values(stage.column, stage.previous_column).first()
+    if found is None:
         raise NotFoundError(
             f"No row for file {filename!r}, shard {shard}.", details={"filename": filename, "shard": shard}
         )
-    if current != rule.target:
+    current, previous = found[stage.column], found[stage.previous_column]
+    if current == rule.target:
+        return current
+    details = {"filename": filename, "shard": shard, "stage": stage.slug, "transition": transition}
+    if ready and previous != Status.DONE:
+        previous_slug = next(other.slug for other in STAGES.values() if other.column == stage.previous_column)
         raise ConflictError(
-            f"{stage.slug} cannot {transition} from {current!r}.",
-            code="illegal_transition",
+            f"{stage.slug} cannot {transition}: the previous stage, {previous_slug}, is {previous!r}, not 'done'.",
+            code="previous_stage_not_done",
             details={
-                "filename": filename,
-                "shard": shard,
-                "stage": stage.slug,
-                "transition": transition,
+                **details,
+                "previous_stage": previous_slug,
+                "previous_status": previous,
                 "current_status": current,
-                "allowed_from": sorted(rule.sources),
             },
         )
-    return current
+    raise ConflictError(
+        f"{stage.slug} cannot {transition} from {current!r}.",
+        code="illegal_transition",
+        details={**details, "current_status": current, "allowed_from": sorted(rule.sources)},
+    )
 
 
 def stage_retry_failed(*, stage: Stage, row_ids: list[int]) -> int:

@@ -1,6 +1,31 @@
+import json
+
 import django_filters
+from django import forms
 
 from jobs.models import Job, JobStatus
+from pipeline_project.core.storable import json_problem
+
+
+class JSONObjectField(forms.CharField):
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value in self.empty_values:
+            return None
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            raise forms.ValidationError("Must be a JSON object.") from None
+        if not isinstance(parsed, dict) or json_problem(parsed):
+            raise forms.ValidationError("Must be a JSON object PostgreSQL can store.")
+        return parsed
+
+
+class JSONContainsFilter(django_filters.Filter):
+    field_class = JSONObjectField
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, lookup_expr="contains", **kwargs)
 
 
 class JobFilter(django_filters.FilterSet):
@@ -12,6 +37,8 @@ class JobFilter(django_filters.FilterSet):
     lock_key = django_filters.CharFilter()
     partition_key = django_filters.CharFilter()
     idempotency_key = django_filters.CharFilter()
+    args = JSONContainsFilter(help_text='Jobs whose args contain this JSON object, e.g. {"source_id": 7}')
+    error = django_filters.CharFilter(lookup_expr="icontains", help_text="Jobs whose error contains this text")
     created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
 

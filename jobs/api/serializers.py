@@ -1,57 +1,49 @@
-import re
-
-from django.conf import settings
-from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from jobs import services
 from jobs.models import Job, JobEvent
-from pipeline_project.core.fields import INT32_MAX, StrictCharField, StrictIntegerField
+from pipeline_project.core.fields import QueryIntegerField, StrictBooleanField, StrictCharField, StrictIntegerField
+from pipeline_project.core.serializers import RequestSerializer
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
 MAX_BULK = 1000
 
 
-class NameField(StrictCharField):
-    """Queue and task names: letters, digits and ``_ . : / -``."""
-
-    def __init__(self, **kwargs):
-        super().__init__(max_length=200, **kwargs)
-        self.validators.append(RegexValidator(NAME_PATTERN, "Use letters, digits and _ . : / - only."))
+def _limits(name: str) -> dict:
+    low, high = services.INTEGER_LIMITS[name]
+    return {"min_value": low, "max_value": high}
 
 
-class JobTriggerSerializer(serializers.Serializer):
-    queue = NameField()
-    task = NameField()
-    args = serializers.JSONField(required=False, default=dict)
-    idempotency_key = StrictCharField(required=False, allow_null=True, max_length=255, default=None)
-    lock_key = StrictCharField(max_length=1000)
-    partition_key = StrictCharField(required=False, allow_blank=True, max_length=1000, default="")
-    priority = StrictIntegerField(required=False, min_value=0, max_value=INT32_MAX, default=100)
-    available_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    max_attempts = StrictIntegerField(required=False, min_value=0, max_value=1000, default=5)
-    lease_ttl_sec = StrictIntegerField(required=False, min_value=1, max_value=7 * 24 * 3600)
-    producer = StrictCharField(required=False, allow_null=True, max_length=255, default=None)
-    consumer_group = StrictCharField(required=False, allow_null=True, max_length=255, default=None)
+class JobTriggerSerializer(RequestSerializer):
+    """Types only: the queue's rules (names, byte lengths, ranges, storable args) and defaults
+    live in ``services`` and are applied by ``validate``."""
 
-    def validate_args(self, value):
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("Must be a JSON object.")
-        return value
+    queue = StrictCharField()
+    task = StrictCharField()
+    args = serializers.JSONField(required=False)
+    idempotency_key = StrictCharField(required=False, allow_null=True)
+    lock_key = StrictCharField(help_text="Required: jobs with one lock_key never run at the same time.")
+    partition_key = StrictCharField(required=False, allow_blank=True)
+    priority = StrictIntegerField(required=False, help_text="Lower runs first (default 100).", **_limits("priority"))
+    available_at = serializers.DateTimeField(required=False, allow_null=True)
+    max_attempts = StrictIntegerField(required=False, help_text="Default 5.", **_limits("max_attempts"))
+    lease_ttl_sec = StrictIntegerField(
+        required=False, help_text="Default DL_DEFAULT_LEASE_TTL_SEC.", **_limits("lease_ttl_sec")
+    )
+    producer = StrictCharField(required=False, allow_null=True, help_text="Default: the caller's token name.")
+    consumer_group = StrictCharField(required=False, allow_null=True)
+
+    def validate(self, attrs):
+        if problems := services.job_spec_problems(services.JobSpec(**attrs)):
+            raise serializers.ValidationError(problems)
+        return attrs
 
 
 def job_spec(data: dict, *, producer: str) -> services.JobSpec:
     """A validated trigger body as a JobSpec; the producer defaults to the caller's name."""
-    return services.JobSpec(
-        **{
-            **data,
-            "producer": data["producer"] or producer,
-            "lease_ttl_sec": data.get("lease_ttl_sec", settings.DL_DEFAULT_LEASE_TTL_SEC),
-        }
-    )
+    return services.JobSpec(**{**data, "producer": data.get("producer") or producer})
 
 
-class JobBulkTriggerSerializer(serializers.Serializer):
+class JobBulkTriggerSerializer(RequestSerializer):
     jobs = JobTriggerSerializer(many=True, allow_empty=False, max_length=MAX_BULK)
 
 
@@ -106,9 +98,17 @@ class JobEventSerializer(serializers.ModelSerializer):
 
 class EventsQuerySerializer(serializers.Serializer):
     follow = serializers.BooleanField(default=True, help_text="Keep the stream open until the job is finished.")
-    after = serializers.IntegerField(
-        min_value=0, max_value=2**63 - 1, default=0, help_text="Resume after this event_id."
+    after = QueryIntegerField(
+        min_value=0, max_value=2**63 - 1, default=0, help_text="Resume after this event_id (or send Last-Event-ID)."
     )
+
+
+def events_query(request) -> dict:
+    """The events query, ``after`` taken from a Last-Event-ID header when the query has none."""
+    query = request.query_params.dict()
+    if "after" not in query and "Last-Event-ID" in request.headers:
+        query["after"] = request.headers["Last-Event-ID"]
+    return query
 
 
 class DeleteQuerySerializer(serializers.Serializer):
@@ -122,3 +122,40 @@ class DeletionSerializer(serializers.Serializer):
     events = serializers.IntegerField()
     deleted = serializers.BooleanField()
     dry_run = serializers.BooleanField()
+
+
+class BulkActionSerializer(RequestSerializer):
+    filters = serializers.DictField(
+        help_text="The list's filters (queue, task, status, lock_key, args, error, created_after, ...); "
+        "at least one, or `all: true`."
+    )
+    all = StrictBooleanField(default=False, help_text="Act on every job (when filters are empty).")
+    dry_run = StrictBooleanField(default=False, help_text="Count what would change; change nothing.")
+    force = StrictBooleanField(default=False, help_text="delete: running jobs too.")
+
+    def validate(self, attrs):
+        if not attrs["filters"] and not attrs["all"]:
+            raise serializers.ValidationError({"filters": ["Name at least one filter, or set all: true."]})
+        return attrs
+
+
+class CountsSerializer(serializers.Serializer):
+    matched = serializers.IntegerField(help_text="Jobs the filters match.")
+    changed = serializers.IntegerField(help_text="Jobs retried, canceled (queued) or deleted.")
+    requested = serializers.IntegerField(help_text="cancel: running jobs asked to stop.")
+    skipped = serializers.IntegerField(help_text="Matched jobs the action does not apply to.")
+    dry_run = serializers.BooleanField()
+
+
+class QueueSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    paused = serializers.BooleanField()
+    changed_at = serializers.DateTimeField(allow_null=True)
+    changed_by = serializers.CharField()
+    depth = serializers.DictField(child=serializers.IntegerField(), help_text="Jobs by status.")
+
+
+class QueueChangeSerializer(serializers.Serializer):
+    queue = serializers.CharField()
+    paused = serializers.BooleanField()
+    changed = serializers.BooleanField(help_text="False when the queue already was in that state.")

@@ -1,27 +1,24 @@
-"""The seed 002 jobs API (trigger, status, cancel) and seed 003 conventions (list, NDJSON events, delete)."""
+"""The seed 002 jobs API (trigger, status, cancel), seed 003 conventions (list, NDJSON events,
+delete), and the operators' controls (bulk actions over a filter, queues)."""
 
-import json
-import time
+import uuid
 
-from django.conf import settings
-from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics
 from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import selectors, services
 from jobs.api import serializers as s
 from jobs.api.filters import JobFilter
-from jobs.models import FINISHED_STATUSES
+from jobs.api.streams import NDJSON, events_response
+from jobs.models import Job, Queue
 from pipeline_project.core.models import ApiToken
+from pipeline_project.core.pagination import StrictCursorPagination
+from pipeline_project.core.schema import error_responses
 from pipeline_project.core.validation import validated
-
-EVENTS_PAGE = 500
-NDJSON = "application/x-ndjson"
 
 
 def _caller(request) -> str:
@@ -35,13 +32,17 @@ def _job_response(job_id) -> Response:
     return Response(s.JobSerializer(selectors.job_get(job_id=job_id)).data)
 
 
-class JobTriggerView(APIView):
+class JobView(APIView):
+    permission_model = Job
+
+
+class JobTriggerView(JobView):
     @extend_schema(
         request=s.JobTriggerSerializer,
         responses={
             201: s.EnqueuedSerializer,
             200: s.EnqueuedSerializer,
-            409: OpenApiResponse(description="idempotency_key names a different job"),
+            **error_responses(**{"409": "idempotency_key names a different job"}),
         },
         summary="Enqueue a job (idempotent on idempotency_key)",
     )
@@ -51,11 +52,15 @@ class JobTriggerView(APIView):
         return Response(s.EnqueuedSerializer(enqueued).data, status=201 if enqueued.created else 200)
 
 
-class JobBulkTriggerView(APIView):
+class JobBulkTriggerView(JobView):
     @extend_schema(
         request=s.JobBulkTriggerSerializer,
-        responses=s.EnqueuedListSerializer,
-        summary=f"Enqueue up to {s.MAX_BULK} jobs in one statement (all or nothing)",
+        responses={
+            201: s.EnqueuedListSerializer,
+            200: s.EnqueuedListSerializer,
+            **error_responses(**{"409": "an idempotency_key names a different job (nothing is written)"}),
+        },
+        summary=f"Enqueue up to {s.MAX_BULK} jobs in one statement (all or nothing; 201 if any is new)",
     )
     def post(self, request):
         data = validated(s.JobBulkTriggerSerializer, request.data)
@@ -65,38 +70,40 @@ class JobBulkTriggerView(APIView):
         return Response(s.EnqueuedListSerializer({"jobs": enqueued}).data, status=201 if created else 200)
 
 
-class JobStatusView(APIView):
+class JobStatusView(JobView):
     @extend_schema(responses=s.JobSerializer, summary="A job's status, progress and error")
     def get(self, request, job_id):
         return _job_response(job_id)
 
 
-class JobCancelView(APIView):
+class JobCancelView(JobView):
+    post_permission = "change"
+
     @extend_schema(
         request=None,
-        responses={200: s.JobSerializer, 409: OpenApiResponse(description="The job already finished")},
-        summary="Cancel: a queued job at once, a running one between chunks",
+        responses={200: s.JobSerializer, **error_responses(**{"409": "The job already finished"})},
+        summary="Cancel: a queued job at once, a running one between chunks (a repeat answers 200)",
     )
     def post(self, request, job_id):
         services.job_cancel(job_id=job_id, requested_by=_caller(request))
         return _job_response(job_id)
 
 
-class JobPagination(CursorPagination):
+class JobPagination(StrictCursorPagination):
     ordering = ("-job_id",)  # UUIDv7: newest first, served by the primary key
     page_size = 50
-    page_size_query_param = "page_size"
     max_page_size = 500
 
-    def get_page_size(self, request):
-        # DRF quietly ignores a page_size it cannot parse; a caller with a typo should hear about it.
-        raw = request.query_params.get(self.page_size_query_param)
-        if raw is not None and not (raw.isdigit() and int(raw) > 0):
-            raise ValidationError({self.page_size_query_param: ["A positive integer is required."]})
-        return super().get_page_size(request)
+    def position_is_valid(self, position: str) -> bool:
+        try:
+            uuid.UUID(position)
+        except ValueError:
+            return False
+        return True
 
 
 class JobListView(generics.ListAPIView):
+    permission_model = Job
     serializer_class = s.JobSerializer
     filterset_class = JobFilter
     pagination_class = JobPagination
@@ -109,14 +116,14 @@ class JobListView(generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
 
-class JobDetailView(APIView):
+class JobDetailView(JobView):
     @extend_schema(responses=s.JobSerializer, summary="A job")
     def get(self, request, job_id):
         return _job_response(job_id)
 
     @extend_schema(
         parameters=[s.DeleteQuerySerializer],
-        responses={200: s.DeletionSerializer, 409: OpenApiResponse(description="The job is running (use force=true)")},
+        responses={200: s.DeletionSerializer, **error_responses(**{"409": "The job is running (use force=true)"})},
         summary="Delete a job and its events",
     )
     def delete(self, request, job_id):
@@ -125,44 +132,107 @@ class JobDetailView(APIView):
         return Response(s.DeletionSerializer(deletion).data)
 
 
-class JobEventsView(APIView):
+class JobEventsView(JobView):
     @extend_schema(
         parameters=[
             s.EventsQuerySerializer,
-            OpenApiParameter("Last-Event-ID", int, OpenApiParameter.HEADER, required=False),
+            OpenApiParameter("Last-Event-ID", str, OpenApiParameter.HEADER, required=False, pattern=r"^[0-9]+$"),
         ],
         responses={(200, NDJSON): OpenApiTypes.STR},
         summary="The job's journal as NDJSON, one event per line; follows until the job finishes",
     )
     def get(self, request, job_id):
-        query = validated(s.EventsQuerySerializer, request.query_params)
-        after = query["after"]
-        if not after and request.headers.get("Last-Event-ID", "").isdigit():
-            after = int(request.headers["Last-Event-ID"])
+        query = validated(s.EventsQuerySerializer, s.events_query(request))
         selectors.job_get(job_id=job_id)  # 404 before the stream starts
-        stream = _event_lines(job_id, after=after, follow=query["follow"])
-        return StreamingHttpResponse(
-            stream, content_type=NDJSON, headers={"X-Accel-Buffering": "no", "Cache-Control": "no-store"}
-        )
+        return events_response(job_id, after=query["after"], follow=query["follow"])
 
 
-def _event_lines(job_id, *, after: int, follow: bool):
-    """Yield events in order; when following, wait for new ones until the job is finished."""
-    deadline = time.monotonic() + settings.DL_EVENTS_MAX_FOLLOW_SEC
-    pause = settings.DL_EVENTS_POLL_SEC
-    while True:
-        events = selectors.job_events(job_id=job_id, after=after, limit=EVENTS_PAGE)
-        for event in events:
-            yield json.dumps(s.JobEventSerializer(event).data, default=str) + "\n"
-            after = event.event_id
-        if len(events) == EVENTS_PAGE:
-            continue
-        if not follow:
-            return
-        status = selectors.job_status(job_id=job_id)
-        if status is None or time.monotonic() >= deadline:
-            return
-        if status in FINISHED_STATUSES:
-            follow = False  # the finishing statement wrote its event with the status: read once more
-            continue
-        time.sleep(pause)
+class JobBulkActionView(JobView):
+    """Retry, cancel or delete every job the list's filters match (a dry run counts them first)."""
+
+    post_permission = "change"
+
+    def act(self, request, selection: services.Selection, body: dict) -> services.Counts:
+        raise NotImplementedError
+
+    def post(self, request):
+        body = validated(s.BulkActionSerializer, request.data)
+        filterset = JobFilter(data=body["filters"], queryset=selectors.job_list())
+        if not filterset.is_valid():
+            raise ValidationError({"filters": filterset.errors})
+        counts = self.act(request, services.Selection.of_queryset(filterset.qs), body)
+        return Response(s.CountsSerializer(counts).data)
+
+
+_BULK_SCHEMA = {"request": s.BulkActionSerializer, "responses": s.CountsSerializer}
+
+
+class JobRetryMatchingView(JobBulkActionView):
+    @extend_schema(
+        **_BULK_SCHEMA,
+        operation_id="jobs_retry_matching",
+        summary="Retry every failed, canceled or lost job the filters match",
+    )
+    def post(self, request):
+        return super().post(request)
+
+    def act(self, request, selection, body):
+        return services.jobs_retry(selection=selection, by=_caller(request), dry_run=body["dry_run"])
+
+
+class JobCancelMatchingView(JobBulkActionView):
+    @extend_schema(
+        **_BULK_SCHEMA,
+        operation_id="jobs_cancel_matching",
+        summary="Cancel every queued or running job the filters match",
+    )
+    def post(self, request):
+        return super().post(request)
+
+    def act(self, request, selection, body):
+        return services.jobs_cancel(selection=selection, by=_caller(request), dry_run=body["dry_run"])
+
+
+class JobDeleteMatchingView(JobBulkActionView):
+    post_permission = "delete"
+
+    @extend_schema(
+        **_BULK_SCHEMA,
+        operation_id="jobs_delete_matching",
+        summary="Delete every job the filters match (running ones only with force)",
+    )
+    def post(self, request):
+        return super().post(request)
+
+    def act(self, request, selection, body):
+        return services.jobs_delete(selection=selection, force=body["force"], dry_run=body["dry_run"])
+
+
+class QueueListView(APIView):
+    permission_model = Queue
+
+    @extend_schema(responses=s.QueueSerializer(many=True), summary="Queues: depth by status, paused or not")
+    def get(self, request):
+        return Response(s.QueueSerializer(selectors.queues(), many=True).data)
+
+
+class QueuePauseView(APIView):
+    permission_model = Queue
+    post_permission = "change"
+
+    @extend_schema(request=None, responses=s.QueueChangeSerializer, summary="Pause a queue: no worker claims from it")
+    def post(self, request, queue):
+        changed = services.queue_pause(queue=queue, by=_caller(request))
+        return Response({"queue": queue, "paused": True, "changed": changed})
+
+
+class QueueResumeView(APIView):
+    permission_model = Queue
+    post_permission = "change"
+
+    @extend_schema(
+        request=None, responses=s.QueueChangeSerializer, summary="Resume a queue: workers claim from it at once"
+    )
+    def post(self, request, queue):
+        changed = services.queue_resume(queue=queue, by=_caller(request))
+        return Response({"queue": queue, "paused": False, "changed": changed})

@@ -50,7 +50,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
             request, f"Token for “{token.name}”: {key} — copy it now; it is stored hashed and will not be shown again."
         )
 
-    @admin.action(description="Revoke selected tokens")
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke_tokens(self, request, queryset):
         count = 0
         for token_id in queryset.filter(revoked_at__isnull=True).values_list("pk", flat=True):

@@ -4,6 +4,7 @@ DRF's fields coerce ("1" becomes 1, 1 becomes "1"); a daemon that sends the wron
 has a bug worth hearing about, so request bodies use these instead.
 """
 
+import re
 import unicodedata
 
 from rest_framework import serializers
@@ -16,6 +17,18 @@ class StrictIntegerField(serializers.IntegerField):
 
     def to_internal_value(self, data):
         if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class QueryIntegerField(serializers.IntegerField):
+    """An integer in a query string or header: ASCII digits only (``int()`` also takes ``²`` and ``١٢``)."""
+
+    default_error_messages = {"invalid": "Must be a whole number in ASCII digits."}
+    _DIGITS = re.compile(r"[0-9]{1,19}")
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or not self._DIGITS.fullmatch(data):
             self.fail("invalid")
         return super().to_internal_value(data)
 

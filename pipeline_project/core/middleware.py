@@ -6,6 +6,7 @@ import uuid
 from django.conf import settings
 
 from pipeline_project.core.errors import json_error
+from pipeline_project.core.views import bad_request
 from pipeline_project.logging import request_id_var
 
 access_log = logging.getLogger("pipeline.access")
@@ -57,6 +58,12 @@ class BodySizeLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
+        if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower() and not request.META.get(
+            "CONTENT_LENGTH"
+        ):
+            # A WSGI server hands Django no length for a chunked body, and Django then reads none
+            # (the ASGI handler reads the chunks and sets the length).
+            return json_error(411, "length_required", "Send the body with a Content-Length.")
         raw_length = request.META.get("CONTENT_LENGTH") or "0"
         try:
             length = int(raw_length)
@@ -72,3 +79,33 @@ class BodySizeLimitMiddleware:
                 {"max_bytes": settings.MAX_REQUEST_BODY_BYTES, "content_length": length},
             )
         return self.get_response(request)
+
+
+class RejectNulMiddleware:
+    """Refuse NUL characters in the path, the query string and form fields with a 400.
+
+    PostgreSQL text cannot hold them: any of them reaching a filter, a search or a form
+    would fail a statement (a 500) instead of being refused. JSON bodies are checked by the
+    API's parser.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        refused = sorted({key for key, value in self._fields(request) if "\x00" in key or "\x00" in value})
+        if refused or "\x00" in request.path:
+            return bad_request(
+                request,
+                code="validation_error",
+                message="NUL characters are not allowed in URLs or form fields.",
+                details={key.replace("\x00", "\\0"): ["Must not contain NUL characters."] for key in refused},
+            )
+        return self.get_response(request)
+
+    @staticmethod
+    def _fields(request):
+        for query in (request.GET, request.POST):  # POST: form fields only (Django leaves JSON alone)
+            for key, values in query.lists():
+                for value in values:
+                    yield key, value

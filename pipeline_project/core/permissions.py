@@ -2,14 +2,36 @@ from rest_framework.permissions import BasePermission
 
 from pipeline_project.core.models import ApiToken
 
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+WRITE_ACTIONS = {"POST": "add", "PUT": "change", "PATCH": "change", "DELETE": "delete"}
 
-class IsDaemonOrStaff(BasePermission):
-    """A valid bearer token, or a staff member's browser session."""
 
-    message = "Staff access or an API token is required."
+class IsDaemonOrPermittedStaff(BasePermission):
+    """A bearer token (a daemon has the whole API), or a staff member's browser session that
+    holds the model permission the request needs, as in the admin: view (or change) to read,
+    add, change or delete to write.
+
+    A view names its model in ``permission_model``; a POST that changes rows rather than
+    adding them says so with ``post_permission = "change"``. A view with no model (the schema,
+    the docs, /status) needs a staff session only.
+    """
+
+    message = "An API token, or a staff session with the permission this request needs, is required."
 
     def has_permission(self, request, view) -> bool:
         if isinstance(request.auth, ApiToken):
             return True
         user = request.user
-        return bool(user and user.is_authenticated and user.is_staff)
+        if not (user and user.is_authenticated and user.is_staff):
+            return False
+        model = getattr(view, "permission_model", None)
+        if model is None:
+            return True
+        if request.method in READS:
+            actions = ("view", "change")
+        else:
+            actions = (
+                getattr(view, f"{request.method.lower()}_permission", WRITE_ACTIONS.get(request.method, "change")),
+            )
+        opts = model._meta
+        return any(user.has_perm(f"{opts.app_label}.{action}_{opts.model_name}") for action in actions)

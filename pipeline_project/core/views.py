@@ -1,9 +1,12 @@
 """Service endpoints outside the versioned API: /health, /status, /metrics, error views."""
 
 from django.http import HttpResponse, JsonResponse
-from django.views import defaults
+from django.views import csrf, defaults
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -14,8 +17,13 @@ from pipeline_project.core.metrics import metrics_registry
 _JSON_PREFIXES = ("/api/", "/health", "/status", "/metrics")
 
 
+@csrf_exempt  # a POST gets the 405 below, not a CSRF page
 def health(request):
     """Liveness: answers without touching the database."""
+    if request.method not in ("GET", "HEAD"):
+        response = json_error(405, "method_not_allowed", f'Method "{request.method}" not allowed.')
+        response["Allow"] = "GET, HEAD"
+        return response
     return JsonResponse({"status": "ok"})
 
 
@@ -36,6 +44,24 @@ class MetricsView(APIView):
         return HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)
 
 
+class ErrorsAsJSONMixin:
+    """Errors in the API's error shape, whatever renders the success (YAML, the Swagger page)."""
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if response.status_code >= 400:
+            response.accepted_renderer, response.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return response
+
+
+class SchemaView(ErrorsAsJSONMixin, SpectacularAPIView):
+    pass
+
+
+class DocsView(ErrorsAsJSONMixin, SpectacularSwaggerView):
+    pass
+
+
 def _wants_json(request) -> bool:
     return request.path.startswith(_JSON_PREFIXES)
 
@@ -46,9 +72,16 @@ def not_found(request, exception=None):
     return defaults.page_not_found(request, exception)
 
 
-def bad_request(request, exception=None):
+def bad_request(
+    request,
+    exception=None,
+    *,
+    code: str = "bad_request",
+    message: str = "The request could not be understood.",
+    details: dict | None = None,
+):
     if _wants_json(request):
-        return json_error(400, "bad_request", "The request could not be understood.")
+        return json_error(400, code, message, details)
     return defaults.bad_request(request, exception)
 
 
@@ -56,6 +89,12 @@ def permission_denied(request, exception=None):
     if _wants_json(request):
         return json_error(403, "permission_denied", "You do not have permission to perform this action.")
     return defaults.permission_denied(request, exception)
+
+
+def csrf_failure(request, reason=""):
+    if _wants_json(request):
+        return json_error(403, "csrf_failed", f"CSRF check failed: {reason}")
+    return csrf.csrf_failure(request, reason)
 
 
 def server_error(request):

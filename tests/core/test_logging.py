@@ -1,8 +1,11 @@
+import io
 import json
 import logging
 
 import pytest
+from rest_framework.test import APIClient
 
+from jobs import selectors
 from pipeline_project.logging import JsonFormatter, RequestIdFilter, SecretMaskingFilter, mask_secrets, request_id_var
 from tests.conftest import ALL_DATABASES
 
@@ -76,3 +79,61 @@ def test_access_log_line_per_request(api, caplog):
     assert record.status == 200 and record.path == "/api/v1/pipeline/metrics/summary"
     assert record.request_id == "abc"
     assert record.duration_ms >= 0
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("GET /api/v1/jobs?token=pcp_AbC123xyz789 500", "pcp_AbC123xyz789"),
+        ("GET /api/v1/jobs?access_token=letmein", "letmein"),
+        ("x-api-key: 0123456789abcdef", "0123456789abcdef"),
+        ("/files/pcp_AbC123xyz789/oops", "pcp_AbC123xyz789"),
+    ],
+)
+def test_tokens_are_masked_wherever_they_appear(text, secret):
+    assert secret not in mask_secrets(text)
+
+
+def test_every_field_of_a_record_is_masked_even_objects_and_nested_ones():
+    class Request:
+        def __str__(self):
+            return "<WSGIRequest: GET '/api/v1/jobs?token=pcp_AbC123xyz789'>"
+
+    record = logging.makeLogRecord(
+        {
+            "name": "django.request",
+            "levelname": "ERROR",
+            "msg": "Internal Server Error: %s",
+            "args": ("/api/v1/jobs",),
+            "request": Request(),
+            "extra_data": {"headers": {"Authorization": "Bearer pcp_AbC123xyz789"}, "tries": [1, "password=x1"]},
+            "status_code": 500,
+        }
+    )
+    line = json.dumps(_format(record))
+
+    assert "pcp_AbC123xyz789" not in line and "x1" not in line
+    assert '"status_code": 500' in line
+
+
+@ALL_DATABASES
+def test_a_real_500_with_a_token_in_the_query_string_logs_no_token(api, monkeypatch):
+    def broken():
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(selectors, "job_list", broken)
+    client = APIClient(raise_request_exception=False)
+    client.credentials(**api._credentials)
+    handler = next(handler for handler in logging.getLogger().handlers if isinstance(handler, logging.StreamHandler))
+    written = io.StringIO()
+    previous = handler.setStream(written)  # the configured handler, with its filters and JSON formatter
+    try:
+        response = client.get("/api/v1/jobs?token=pcp_AbC123xyz789&access_token=hunter2")
+    finally:
+        handler.setStream(previous)
+
+    assert response.status_code == 500
+    assert response.json()["code"] == "server_error"  # the error shape, even now
+    logged = written.getvalue()
+    assert "Internal Server Error" in logged
+    assert "pcp_AbC123xyz789" not in logged and "hunter2" not in logged

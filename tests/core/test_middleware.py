@@ -31,3 +31,31 @@ def test_content_length_is_checked_before_parsing(api, length, status, code):
 
     assert response.status_code == status
     assert response.json()["code"] == code
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/jobs?queue=%00",
+        "/api/v1/jobs?lock_key=a%00b",
+        "/api/v1/pipeline/queues/shard-worker?limit=%00",
+        "/api/v1/jobs/%00",
+    ],
+)
+def test_nul_in_the_url_is_a_400_before_any_query(api, path):
+    response = api.get(path)
+
+    assert response.status_code in (400, 404)
+    assert set(response.json()) == {"code", "message", "details"}
+
+
+def test_a_chunked_body_under_wsgi_gets_411(api):
+    response = api.post(
+        "/api/v1/jobs/trigger",
+        b'{"queue": "q"}',
+        content_type="application/json",
+        HTTP_TRANSFER_ENCODING="chunked",
+        CONTENT_LENGTH="",
+    )
+
+    assert response.status_code == 411 and response.json()["code"] == "length_required"

@@ -81,3 +81,23 @@ def test_unknown_api_paths_are_json_404(anonymous, path):
     assert response.status_code == 404
     assert response.json()["code"] == "not_found"
     assert set(response.json()) == {"code", "message", "details"}
+
+
+@pytest.mark.parametrize("method", ["post", "put", "delete", "patch"])
+def test_health_answers_other_methods_with_405_in_the_error_shape(anonymous, method):
+    response = getattr(anonymous, method)("/health")
+
+    assert response.status_code == 405
+    assert response.json()["code"] == "method_not_allowed" and response["Allow"] == "GET, HEAD"
+
+
+def test_a_csrf_failure_on_the_api_is_in_the_error_shape(admin_user):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+
+    response = client.post("/api/v1/jobs/trigger", {"queue": "q"}, content_type="application/json")
+
+    assert response.status_code == 403
+    assert response.json()["code"] in ("csrf_failed", "permission_denied")

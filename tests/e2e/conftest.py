@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FAST_ENV = {
     "DL_HEARTBEAT_SEC": "0.2",
     "DL_REAPER_PERIOD_SEC": "0.2",
-    "DL_CLAIM_BACKOFF_SEC": "0.02",
     "DL_RETRY_BACKOFF_SEC": "0.05",
     "DL_SHUTDOWN_TIMEOUT_SEC": "5",
     "LOG_LEVEL": "INFO",

@@ -1,6 +1,7 @@
 """runworker as real processes: kill -9, a PostgreSQL restart, two processes on shared lock keys."""
 
 import json
+import random
 import signal
 import time
 import urllib.request
@@ -32,7 +33,7 @@ def all_succeeded(count: int, params=None):
 
 
 def test_kill_9_with_jobs_in_flight_loses_nothing():
-    enqueue_many(40, args={"seconds": 0.3}, lease_ttl_sec=1)
+    enqueue_many(40, args={"seconds": 0.3}, lease_ttl_sec=3)
 
     with runworker("--queue", "default:4") as doomed:
         wait_for(lambda: status_counts().get("succeeded", 0) >= 4, timeout=30, what="some progress")
@@ -85,28 +86,42 @@ def test_a_postgresql_restart_during_a_run_loses_no_job(private_postgres):
     assert done_events == 300  # each job finished exactly once
 
 
-def test_two_processes_never_run_two_jobs_of_one_lock_key_at_once():
-    enqueued = enqueue_many(1000, args={"seconds": 0.002}, lock_key=lambda i: f"key-{i % 10}")
+def test_two_processes_run_shared_lock_keys_one_at_a_time_at_nearly_full_speed():
+    # The lock-key workload of bench/jobs_lock_keys.py, smaller: 800 jobs of 5–15 ms over 10 keys.
+    rng = random.Random(7)
+    seconds = [rng.uniform(0.005, 0.015) for _ in range(800)]
 
     with runworker("--queue", "default:4"), runworker("--queue", "default:4"):
-        wait_for(lambda: all_succeeded(1000), timeout=180, interval=0.2, what="1000 jobs")
+        wait_for(lambda: Worker.objects.count() == 2, timeout=60, what="both workers to be up")
+        services.job_enqueue_many(
+            specs=[
+                services.JobSpec(queue="default", task="test.sleep", args={"seconds": s}, lock_key=f"key-{i % 10}")
+                for i, s in enumerate(seconds)
+            ]
+        )
+        wait_for(lambda: all_succeeded(800), timeout=180, interval=0.1, what="800 jobs")
 
-    intervals: dict[str, list[tuple[float, float]]] = {}
+    runs: dict[str, list[tuple[float, float]]] = {}
     lock_keys = dict(Job.objects.values_list("job_id", "lock_key"))
     for job_id, payload in JobEvent.objects.filter(kind="done").values_list("job_id", "payload"):
-        intervals.setdefault(lock_keys[job_id], []).append((payload["result"]["started"], payload["result"]["ended"]))
-    assert len(intervals) == 10
-    for key, runs in intervals.items():
-        runs.sort()
-        overlaps = [(a, b) for a, b in zip(runs, runs[1:]) if a[1] > b[0]]
-        assert not overlaps, f"{key}: {overlaps[:3]}"
+        runs.setdefault(lock_keys[job_id], []).append((payload["result"]["started"], payload["result"]["ended"]))
+    for key, intervals in runs.items():
+        intervals.sort()
+        assert all(a[1] <= b[0] for a, b in zip(intervals, intervals[1:])), f"{key} overlapped"
     workers = {
         payload["worker"].rsplit(":", 1)[0]
         for payload in JobEvent.objects.filter(kind="picked").values_list("payload", flat=True)
     }
     assert len(workers) == 2  # both processes did work
-    assert all(attempt == 1 for attempt in Job.objects.values_list("attempt", flat=True))  # bounces burn nothing
-    assert len(enqueued) == 1000
+    assert set(Job.objects.values_list("attempt", flat=True)) == {1}  # waiting spends no attempt
+    assert not JobEvent.objects.filter(kind="requeue").exists()  # and writes nothing
+    started = min(start for intervals in runs.values() for start, _ in intervals)
+    ended = max(end for intervals in runs.values() for _, end in intervals)
+    per_key = {key: sum(s for i, s in enumerate(seconds) if f"key-{i % 10}" == key) for key in runs}
+    ideal = max(max(per_key.values()), sum(seconds) / 8)
+    # The benchmark (more jobs, so start and end weigh less) holds the target, 1.5×, on a quiet
+    # machine; this smaller run on a busy CI machine gets more room.
+    assert ended - started <= 2.0 * ideal, f"{ended - started:.2f} s for an ideal of {ideal:.2f} s"
 
 
 def test_sigterm_lets_the_running_job_finish_and_exits_0():
@@ -136,7 +151,7 @@ def test_sigterm_releases_jobs_that_outlast_the_shutdown_timeout():
         assert time.monotonic() - started < 5
 
     job = Job.objects.get(job_id=enqueued.job_id)
-    assert job.status == "queued" and job.attempt == 1
+    assert job.status == "queued" and job.attempt == 0  # a shutdown spends no attempt
     assert JobEvent.objects.filter(job_id=enqueued.job_id).last().payload["reason"] == "worker_shutdown"
 
 
@@ -186,9 +201,17 @@ def test_bad_configuration_fails_fast_with_a_clear_message():
     assert "WORKERS_JSON: concurrency must be an integer from 1 to 1000" in output
 
 
+def test_bad_queue_flags_fail_fast_with_a_clear_message():
+    process = manage("runworker", "--queue", "default:2", "--queue", "a:00")
+    output, _ = process.communicate(timeout=60)
+
+    assert process.returncode != 0
+    assert "--queue: concurrency must be an integer from 1 to 1000" in output
+
+
 def test_runreaper_requeues_expired_leases_and_stops_on_sigterm():
     [enqueued] = enqueue_many(1, task="test.echo")
-    services.jobs_claim(queue="default", limit=1, worker_id="gone", busy_backoff_sec=1)
+    services.jobs_claim(queue="default", limit=1, worker_id="gone")
     Job.objects.filter(job_id=enqueued.job_id).update(lease_expires_at="2000-01-01T00:00:00Z")
 
     reaper = manage("runreaper")

@@ -14,7 +14,6 @@ from tests.helpers import wait_for
 # Fast clocks for tests: heartbeats, reaper and retries in fractions of a second.
 FAST = {
     "heartbeat_sec": 0.2,
-    "claim_backoff_sec": 0.05,
     "retry_backoff_sec": 0.05,
     "reaper_period_sec": 0.2,
     "sweep_sec": 60.0,  # long: tests that see jobs picked up quickly prove NOTIFY works
@@ -62,5 +61,4 @@ def wait_for_status(job_id, *statuses, timeout=15.0) -> Job:
 @pytest.fixture
 def fast_settings(settings):
     settings.DL_HEARTBEAT_SEC = FAST["heartbeat_sec"]
-    settings.DL_CLAIM_BACKOFF_SEC = FAST["claim_backoff_sec"]
     return settings

@@ -44,3 +44,41 @@ def progress(ctx):
 @task("test.unserializable")
 def unserializable(ctx):
     return {"when": object()}
+
+
+@task("test.nan")
+def nan(ctx):
+    return {"ratio": float("nan")}
+
+
+@task("test.nul_error", retry_backoff_sec=0.05)
+def nul_error(ctx):
+    raise ValueError("bad byte \x00 here, and a lone \udc00 surrogate")
+
+
+@task("test.system_exit", retry_backoff_sec=0.05)
+def system_exit(ctx):
+    raise SystemExit(3)
+
+
+@task("test.keyboard_interrupt", retry_backoff_sec=0.05)
+def keyboard_interrupt(ctx):
+    raise KeyboardInterrupt
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no message for you")
+
+
+@task("test.unprintable", retry_backoff_sec=0.05)
+def unprintable(ctx):
+    raise _Unprintable()
+
+
+@task("test.chatty")
+def chatty(ctx):
+    """Reports progress as fast as it can."""
+    for step in range(ctx.args.get("steps", 2000)):
+        ctx.progress({"step": step + 1})
+    return "done"

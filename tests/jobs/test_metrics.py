@@ -7,7 +7,7 @@ from prometheus_client import REGISTRY
 
 from jobs import services
 from jobs.models import Job
-from jobs.worker import Reaper, WorkerConfig
+from jobs.periodic import reap_expired_leases
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.conftest import enqueue, running_worker, wait_for_status
 
@@ -54,10 +54,10 @@ def test_worker_counts_claims_outcomes_and_processing_time():
 
 def test_reaped_jobs_are_counted():
     enqueued = enqueue(task="test.echo", max_attempts=1)
-    services.jobs_claim(queue="default", limit=1, worker_id="gone", busy_backoff_sec=1)
+    services.jobs_claim(queue="default", limit=1, worker_id="gone")
     Job.objects.filter(job_id=enqueued.job_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     before = sample("dl_jobs_reaped_total", outcome="lost")
 
-    assert Reaper(WorkerConfig.from_settings({})).reap() == (0, 1)
+    assert reap_expired_leases() == {"requeued": 0, "lost": 1}
 
     assert sample("dl_jobs_reaped_total", outcome="lost") - before == 1

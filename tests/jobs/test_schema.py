@@ -17,10 +17,12 @@ TABLES = ("dl_jobs", "dl_job_events")
 # Indexes the project adds for its own queries (listed in the README); nothing else may differ.
 EXTRA_INDEXES = {
     "ix_dl_jobs_claim_order",
+    "ix_dl_jobs_queued_lock_key",
     "ix_dl_jobs_created_brin",
     "ix_dl_jobs_finished",
     "ux_dl_jobs_running_lock_key",
     "ix_dl_job_events_job",
+    "ix_dl_job_events_ts_brin",
 }
 
 

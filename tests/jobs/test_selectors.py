@@ -38,8 +38,31 @@ def test_live_workers_and_status_section():
     name, section = selectors.status_section()
 
     assert name == "jobs"
-    assert [worker["hostname"] for worker in section["workers"]] == ["h1"]
+    assert [(worker["hostname"], worker["alive"]) for worker in section["workers"]] == [("h1", True), ("h2", False)]
+    assert section["workers"][1]["last_seen_at"] < timezone.now() - timedelta(minutes=59)
+    assert [worker.hostname for worker in selectors.live_workers()] == ["h1"]
     assert section["queues"] == {"a": {"queued": 1}}
+    assert section["paused_queues"] == [] and section["periodic_tasks"] == []
+
+
+def test_queues_show_depth_and_pause_state():
+    enqueue(task="t", queue="a")
+    services.queue_pause(queue="b", by="ops")
+
+    assert [(q["name"], q["paused"], q["depth"], q["changed_by"]) for q in selectors.queues()] == [
+        ("a", False, {"queued": 1}, ""),
+        ("b", True, {}, "ops"),
+    ]
+    assert selectors.status_section()[1]["paused_queues"] == ["b"]
+
+
+def test_status_section_shows_when_each_periodic_task_last_ran():
+    services.periodic_task_run(name="jobs.reap", period_sec=10, runner="h1:1", work=lambda: {"requeued": 2})
+
+    [task] = selectors.status_section()[1]["periodic_tasks"]
+
+    assert (task["name"], task["last_runner"], task["last_result"]) == ("jobs.reap", "h1:1", {"requeued": 2})
+    assert task["last_started_at"] <= task["last_finished_at"]
 
 
 def test_status_endpoint_shows_workers_and_queues(api):

@@ -36,6 +36,14 @@ def test_enqueue_writes_a_ready_job():
     assert job.max_attempts == 1 and job.producer == "django.tasks:default"
 
 
+def test_the_default_lease_ttl_applies_to_django_tasks_too(settings):
+    settings.DL_DEFAULT_LEASE_TTL_SEC = 42
+
+    result = django_tasks.add.enqueue(1, 1)
+
+    assert Job.objects.get(job_id=result.id).lease_ttl_sec == 42
+
+
 def test_priority_queue_and_run_after_map_onto_the_job():
     later = timezone.now() + timedelta(hours=1)
 

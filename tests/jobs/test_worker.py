@@ -1,17 +1,22 @@
 """The worker loop, run in a thread against the test database: the seed's test plan and more."""
 
+import threading
 import time
 import uuid
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
-from jobs import selectors, services
+from jobs import periodic, selectors, services
 from jobs.models import Job, JobEvent, Worker
-from jobs.worker import parse_workers_json
+from jobs.registry import JobContext, registry
+from jobs.worker import Running, WorkerConfig, parse_workers, parse_workers_json, queue_flag_entry
+from jobs.worker import Worker as JobWorker
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import wait_for
 from tests.jobs.conftest import enqueue, job, kinds, running_worker, wait_for_status
+from tests.jobs.helpers import insert_unclaimable
 
 pytestmark = ALL_DATABASES_COMMITTED
 
@@ -122,12 +127,14 @@ def test_two_jobs_on_one_lock_key_run_one_after_the_other():
         wait_for_status(first.job_id, "succeeded")
         wait_for_status(second.job_id, "succeeded")
 
-    runs = [JobEvent.objects.get(job_id=j.job_id, kind="done").payload["result"] for j in (first, second)]
-    runs.sort(key=lambda run: run["started"])
-    assert runs[0]["ended"] <= runs[1]["started"]
-    assert job(first.job_id).attempt == job(second.job_id).attempt == 1  # the bounce burned no attempt
-    bounced = JobEvent.objects.filter(kind="requeue", payload__reason="lock_key_busy")
-    assert bounced.exists()
+    first_run, second_run = (
+        JobEvent.objects.get(job_id=j.job_id, kind="done").payload["result"] for j in (first, second)
+    )
+    assert first_run["ended"] <= second_run["started"]  # one after the other, in order
+    assert job(first.job_id).attempt == job(second.job_id).attempt == 1
+    assert not JobEvent.objects.filter(kind="requeue").exists()  # waiting wrote nothing
+    # The first run's slot passed straight to the second, in the statement that recorded the first.
+    assert JobEvent.objects.get(job_id=second.job_id, kind="picked").ts == job(first.job_id).finished_at
 
 
 def test_jobs_due_later_run_when_due():
@@ -144,7 +151,7 @@ def test_jobs_due_later_run_when_due():
 
 def test_expired_lease_is_requeued_by_the_reaper_and_run_again():
     enqueued = enqueue(task="test.echo", max_attempts=3)
-    services.jobs_claim(queue="default", limit=1, worker_id="a-dead-worker", busy_backoff_sec=1)
+    services.jobs_claim(queue="default", limit=1, worker_id="a-dead-worker")
     Job.objects.filter(job_id=enqueued.job_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
 
     with running_worker():
@@ -193,7 +200,7 @@ def test_stop_releases_jobs_that_outlast_the_shutdown_timeout():
         wait_for_status(enqueued.job_id, "running")
 
     row = job(enqueued.job_id)
-    assert row.status == "queued" and row.lease_expires_at is None
+    assert (row.status, row.attempt, row.lease_expires_at) == ("queued", 0, None)  # no attempt spent
     assert JobEvent.objects.filter(job_id=enqueued.job_id).last().payload["reason"] == "worker_shutdown"
 
 
@@ -227,6 +234,153 @@ def test_many_jobs_over_few_lock_keys_never_overlap_on_a_key():
         assert all(earlier[1] <= later[0] for earlier, later in zip(intervals, intervals[1:]))
 
 
+def test_a_lease_shorter_than_the_heartbeat_is_renewed_in_time():
+    jobs = [enqueue(task="test.sleep", args={"seconds": 4}, lease_ttl_sec=3, lock_key="shared") for _ in range(2)]
+
+    with running_worker(queues={"default": 2}, heartbeat_sec=10, reaper_period_sec=0.2):
+        for enqueued in jobs:
+            wait_for_status(enqueued.job_id, "succeeded", timeout=20)
+
+    for enqueued in jobs:
+        assert job(enqueued.job_id).attempt == 1  # never reaped, never run twice
+        assert kinds(enqueued.job_id).count("heartbeat") >= 3  # renewed every second (TTL / 3)
+    runs = sorted(JobEvent.objects.get(job_id=j.job_id, kind="done").payload["result"]["started"] for j in jobs)
+    assert runs[1] - runs[0] >= 4  # one after the other on their key
+
+
+def test_a_pause_stops_claims_at_once_and_resume_wakes_the_worker():
+    with running_worker(queues={"default": 2}):
+        first = enqueue(task="test.echo")
+        wait_for_status(first.job_id, "succeeded")
+        services.queue_pause(queue="default", by="test")
+        held = [enqueue(task="test.echo") for _ in range(3)]  # their NOTIFY wakes the worker: it claims nothing
+        time.sleep(1.0)
+        assert all(job(item.job_id).status == "queued" for item in held)
+        services.queue_resume(queue="default", by="test")
+        for item in held:
+            wait_for_status(item.job_id, "succeeded", timeout=2)  # woken by the resume's NOTIFY, not the sweep
+
+
+# --- hostile jobs: no job may stall a worker ---------------------------------------------------
+
+
+def test_a_job_the_database_refuses_to_claim_does_not_block_the_queues():
+    before = [enqueue(task="test.echo") for _ in range(3)]
+    bad = insert_unclaimable()
+    behind = [enqueue(task="test.echo") for _ in range(3)]
+    elsewhere = enqueue(task="test.echo", queue="other")
+
+    with running_worker(queues={"default": 2, "other": 1}):
+        for enqueued in [*before, *behind, elsewhere]:
+            wait_for_status(enqueued.job_id, "succeeded")
+        failed = wait_for_status(bad, "failed")
+
+    assert "refused" in failed.error
+    assert JobEvent.objects.get(job_id=bad, kind="failed").payload["reason"] == "unclaimable"
+
+
+@pytest.mark.parametrize(
+    ("task", "error"),
+    [
+        ("test.nan", "TypeError: The handler's result cannot be stored: it contains nan, which JSON cannot represent."),
+        ("test.nul_error", "ValueError: bad byte \ufffd here, and a lone ? surrogate"),
+        ("test.system_exit", "SystemExit: 3"),
+        ("test.keyboard_interrupt", "KeyboardInterrupt: "),
+        ("test.unprintable", "_Unprintable: <_Unprintable whose message cannot be read>"),
+    ],
+)
+def test_every_run_ends_with_an_outcome_and_frees_its_slot(task, error):
+    hostile = enqueue(task=task, max_attempts=2)
+    after = enqueue(task="test.echo")
+
+    with running_worker(queues={"default": 1}):  # one slot: a lost slot would strand `after`
+        failed = wait_for_status(hostile.job_id, "failed")
+        wait_for_status(after.job_id, "succeeded")
+
+    assert failed.error == error and failed.attempt == 2
+    event = JobEvent.objects.get(job_id=hostile.job_id, kind="failed")
+    assert event.payload["exception_class"].endswith(error.split(":")[0])
+
+
+@pytest.fixture
+def broken_resolver():
+    """A task lookup that raises (an import error in a module it loads)."""
+
+    def resolve(name):
+        if name == "broken.lookup":
+            raise ImportError("the module of broken.lookup is broken")
+
+    registry.add_resolver(resolve)
+    yield
+    registry._resolvers.remove(resolve)
+
+
+def test_a_task_lookup_that_raises_is_the_runs_error(broken_resolver):
+    enqueued = enqueue(task="broken.lookup", max_attempts=1)
+
+    with running_worker(queues={"default": 1}):
+        failed = wait_for_status(enqueued.job_id, "failed")
+
+    assert failed.error == "ImportError: the module of broken.lookup is broken"
+
+
+def test_a_result_the_database_refuses_fails_that_job_alone():
+    jobs = [enqueue(task="t", max_attempts=3) for _ in range(3)]
+    claimed = services.jobs_claim(queue="default", limit=3, worker_id="w")
+    worker = JobWorker(WorkerConfig.from_settings({"default": 3}), registry)
+    refused_job = claimed[1].lease.job_id
+    # Past the handler's own check (as a bug of ours might be): the statement for the batch fails.
+    results = [
+        (
+            Running(context=JobContext(job, "w"), started=0.0, renew_every=1.0, renew_at=0.0),
+            services.Outcome(lease=job.lease, kind="succeeded", result=value),
+        )
+        for job, value in zip(claimed, [1, float("nan"), 3], strict=True)
+    ]
+
+    worker.recorder.submit(results)
+    worker.recorder.flush()
+
+    statuses = {job_id: job(job_id).status for job_id in (item.job_id for item in jobs)}
+    assert statuses[refused_job] == "failed"
+    assert [status for job_id, status in statuses.items() if job_id != refused_job] == ["succeeded", "succeeded"]
+    assert "could not be stored" in job(refused_job).error
+    assert sorted(status for _running, status in worker._recorded) == ["failed", "succeeded", "succeeded"]
+
+
+def test_progress_writes_are_rate_limited_and_the_last_one_is_kept(monkeypatch):
+    writes = []
+    real = services.job_progress
+    monkeypatch.setattr(services, "job_progress", lambda **kwargs: writes.append(kwargs) or real(**kwargs))
+    enqueued = enqueue(task="test.chatty", args={"steps": 5000})
+
+    with running_worker(progress_interval_sec=1.0):
+        done = wait_for_status(enqueued.job_id, "succeeded")
+
+    assert len(writes) <= 2  # 5,000 reports, at most one write a second (the run is shorter)
+    assert done.progress == {"step": 5000}
+
+
+def test_housekeeping_runs_off_the_claim_path(monkeypatch):
+    pruning = threading.Event()
+
+    def slow_prune(**kwargs):
+        pruning.set()
+        time.sleep(3)
+        return {"pruned": 0}
+
+    monkeypatch.setattr(periodic, "prune_finished_jobs", slow_prune)
+    with running_worker(retention_period_sec=0.1):
+        assert pruning.wait(5)
+        started = time.monotonic()
+        enqueued = enqueue(task="test.echo")
+        wait_for_status(enqueued.job_id, "succeeded", timeout=2)
+        assert time.monotonic() - started < 1
+
+
+# --- configuration -----------------------------------------------------------------------
+
+
 def test_workers_json_parsing():
     assert parse_workers_json('[{"queue": "load.cbr", "concurrency": 2}, {"queue": "load.sgx"}]') == {
         "load.cbr": 2,
@@ -238,13 +392,25 @@ def test_workers_json_parsing():
         '[{"concurrency": 2}]',
         '[{"queue": "q", "concurrency": 0}]',
         '[{"queue": "q", "concurrency": "2"}]',
+        '[{"queue": "q", "concurrency": 1001}]',
+        '[{"queue": "q", "concurrency": 600}, {"queue": "q", "concurrency": 600}]',
+        '[{"queue": "a queue"}]',
+        '[{"queue": "q", "concurency": 2}]',
         "nope",
     ]:
-        try:
+        with pytest.raises(ValueError):
             parse_workers_json(bad)
-        except ValueError:
-            continue
-        raise AssertionError(f"accepted {bad!r}")
+
+
+def test_queue_flags_have_the_same_bounds():
+    assert parse_workers([queue_flag_entry(flag) for flag in ["a", "b:3", "b:2", "load:eu:4"]]) == {
+        "a": 1,
+        "b": 5,
+        "load:eu": 4,
+    }
+    for bad in ["a:00", "a:0", "a:", "a:²", "a:+1", "a:1001", " :2", "a b:2", "a:eu"]:
+        with pytest.raises(ValueError):
+            parse_workers([queue_flag_entry(bad)])
 
 
 def test_unique_ids():

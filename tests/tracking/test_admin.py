@@ -2,6 +2,7 @@ import re
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 
 from tests.conftest import ALL_DATABASES
 from tracking.models import PipelineTracking
@@ -118,3 +119,12 @@ def test_summary_page_requires_staff(client):
 
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+def test_summary_page_needs_the_view_permission(client):
+    user = get_user_model().objects.create_user("nobody", password="pw", is_staff=True)
+    client.force_login(user)
+    assert client.get(f"{CHANGELIST}summary/").status_code == 403
+
+    user.user_permissions.add(Permission.objects.get(codename="view_pipelinetracking"))
+    assert client.get(f"{CHANGELIST}summary/").status_code == 200

@@ -2,10 +2,12 @@ from rest_framework import serializers
 
 from pipeline_project.core.fields import (
     INT32_MAX,
+    QueryIntegerField,
     StrictCharField,
     StrictIntegerField,
     contains_control_characters,
 )
+from pipeline_project.core.serializers import RequestSerializer
 from tracking.models import Status
 
 MAX_SHARDS_PER_REGISTER = 10_000
@@ -44,7 +46,7 @@ class ShardField(StrictIntegerField):
         super().__init__(min_value=0, max_value=INT32_MAX, **kwargs)
 
 
-class FileRegisterSerializer(serializers.Serializer):
+class FileRegisterSerializer(RequestSerializer):
     filename = FilenameField()
     shards = serializers.ListField(child=ShardField(), allow_empty=False, max_length=MAX_SHARDS_PER_REGISTER)
 
@@ -55,7 +57,7 @@ class FileRegisterResponseSerializer(serializers.Serializer):
     created = serializers.BooleanField(help_text="Whether any row was created by this call.")
 
 
-class FileSerializer(serializers.Serializer):
+class FileSerializer(RequestSerializer):
     filename = FilenameField()
 
 
@@ -64,7 +66,7 @@ class EventIngestDoneResponseSerializer(serializers.Serializer):
     updated_rows = serializers.IntegerField(help_text="Rows that changed (0 on a repeat).")
 
 
-class ShardRowSerializer(serializers.Serializer):
+class ShardRowSerializer(RequestSerializer):
     filename = FilenameField()
     shard = ShardField()
 
@@ -77,12 +79,12 @@ class TransitionResponseSerializer(serializers.Serializer):
 
 
 class QueueQuerySerializer(serializers.Serializer):
-    limit = serializers.IntegerField(min_value=1, max_value=QUEUE_LIMIT_MAX, default=QUEUE_LIMIT_DEFAULT)
-    offset = serializers.IntegerField(min_value=0, max_value=10**9, default=0)
+    limit = QueryIntegerField(min_value=1, max_value=QUEUE_LIMIT_MAX, default=QUEUE_LIMIT_DEFAULT)
+    offset = QueryIntegerField(min_value=0, max_value=10**9, default=0)
     updated_since = serializers.DateTimeField(required=False, help_text="Only rows updated at or after this time.")
 
 
-class QueueClaimSerializer(serializers.Serializer):
+class QueueClaimSerializer(RequestSerializer):
     limit = StrictIntegerField(min_value=1, max_value=QUEUE_LIMIT_MAX, default=1)
 
 

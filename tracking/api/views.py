@@ -5,15 +5,21 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pipeline_project.core.errors import NotFoundError
+from pipeline_project.core.schema import error_responses
 from pipeline_project.core.validation import validated
 from tracking import selectors, services
 from tracking.api import serializers as s
-from tracking.models import QUEUE_STAGES
+from tracking.models import QUEUE_STAGES, PipelineTracking
 
 STAGE_PARAMETER = OpenApiParameter("stage", str, OpenApiParameter.PATH, enum=list(QUEUE_STAGES))
 
 
-class FileDetailView(APIView):
+class TrackingView(APIView):
+    permission_model = PipelineTracking
+    post_permission = "change"  # moving rows through their stages
+
+
+class FileDetailView(TrackingView):
     @extend_schema(responses=s.FileStatusResponseSerializer, summary="Statuses of every shard of a file")
     def get(self, request, filename):
         filename = s.validate_filename(filename)
@@ -23,6 +29,7 @@ class FileDetailView(APIView):
 
 class FileRegisterView(FileDetailView):
     # Subclassing the detail view keeps GET /files/register answering for a file named "register".
+    post_permission = "add"
 
     @extend_schema(
         request=s.FileRegisterSerializer, responses=s.FileRegisterResponseSerializer, summary="Register a file"
@@ -37,9 +44,14 @@ class FileRegisterView(FileDetailView):
         return super().get(request, "register")
 
 
-class EventIngestDoneView(APIView):
+class EventIngestDoneView(TrackingView):
     @extend_schema(
-        request=s.FileSerializer, responses=s.EventIngestDoneResponseSerializer, summary="Mark a file generated"
+        request=s.FileSerializer,
+        responses={
+            200: s.EventIngestDoneResponseSerializer,
+            **error_responses(**{"404": "The file is not registered", "409": "A shard cannot move to done"}),
+        },
+        summary="Mark a file generated",
     )
     def post(self, request):
         data = validated(s.FileSerializer, request.data)
@@ -47,14 +59,19 @@ class EventIngestDoneView(APIView):
         return Response({"filename": data["filename"], "updated_rows": updated_rows})
 
 
-class StageTransitionView(APIView):
+class StageTransitionView(TrackingView):
     @extend_schema(
         parameters=[
             STAGE_PARAMETER,
             OpenApiParameter("transition", str, OpenApiParameter.PATH, enum=list(services.TRANSITIONS)),
         ],
         request=s.ShardRowSerializer,
-        responses=s.TransitionResponseSerializer,
+        responses={
+            200: s.TransitionResponseSerializer,
+            **error_responses(
+                **{"409": "The row's status does not allow the transition, or its previous stage is not done"}
+            ),
+        },
         summary="Move one shard of a file through start, done, fail or retry",
     )
     def post(self, request, stage, transition):
@@ -70,7 +87,7 @@ class StageTransitionView(APIView):
         return Response({**data, "stage": stage.slug, "status": status})
 
 
-class QueueView(APIView):
+class QueueView(TrackingView):
     @extend_schema(
         parameters=[STAGE_PARAMETER, s.QueueQuerySerializer],
         responses=s.QueueResponseSerializer,
@@ -83,7 +100,7 @@ class QueueView(APIView):
         return Response(s.QueueResponseSerializer({"stage": stage.slug, "items": items}).data)
 
 
-class QueueClaimView(APIView):
+class QueueClaimView(TrackingView):
     @extend_schema(
         parameters=[STAGE_PARAMETER],
         request=s.QueueClaimSerializer,
@@ -97,7 +114,7 @@ class QueueClaimView(APIView):
         return Response(s.QueueResponseSerializer({"stage": stage.slug, "items": items}).data)
 
 
-class MetricsSummaryView(APIView):
+class MetricsSummaryView(TrackingView):
     @extend_schema(responses=s.MetricsSummarySerializer, summary="Counts by stage and by shard")
     def get(self, request):
         return Response(s.MetricsSummarySerializer(selectors.metrics_summary()).data)

@@ -7,7 +7,7 @@ from prometheus_client import multiprocess, start_http_server
 
 from jobs.handlers_loader import load_handler_modules
 from jobs.registry import registry
-from jobs.worker import Worker, WorkerConfig, parse_workers_json
+from jobs.worker import Worker, WorkerConfig, parse_workers, parse_workers_json, queue_flag_entry
 
 
 class Command(BaseCommand):
@@ -51,15 +51,10 @@ class Command(BaseCommand):
                 multiprocess.mark_process_dead(os.getpid())  # its live gauges leave /metrics with it
 
     def _queues(self, flags: list[str] | None) -> dict[str, int]:
-        if not flags:
-            try:
-                return parse_workers_json(settings.WORKERS_JSON)
-            except ValueError as exc:
-                raise CommandError(f"WORKERS_JSON: {exc}") from None
-        queues: dict[str, int] = {}
-        for flag in flags:
-            name, _, concurrency = flag.partition(":")
-            if not name or (concurrency and not concurrency.isdigit()) or concurrency == "0":
-                raise CommandError(f"--queue expects NAME or NAME:CONCURRENCY, got {flag!r}")
-            queues[name] = queues.get(name, 0) + int(concurrency or 1)
-        return queues
+        source = "--queue" if flags else "WORKERS_JSON"
+        try:
+            if flags:
+                return parse_workers([queue_flag_entry(flag) for flag in flags])
+            return parse_workers_json(settings.WORKERS_JSON)
+        except ValueError as exc:
+            raise CommandError(f"{source}: {exc}") from None

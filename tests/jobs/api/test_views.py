@@ -1,12 +1,9 @@
 """The jobs API: seed 002 trigger/status/cancel, the bulk trigger, list, NDJSON events, delete."""
 
-import json
-import threading
 import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import connections
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -25,7 +22,7 @@ def trigger(api, body, path="/trigger"):
 
 
 def claim_all(queue="default"):
-    return services.jobs_claim(queue=queue, limit=100, worker_id="w", busy_backoff_sec=1)[0]
+    return services.jobs_claim(queue=queue, limit=100, worker_id="w")
 
 
 # --- trigger ------------------------------------------------------------------------------
@@ -112,13 +109,19 @@ BAD_TRIGGERS = [
     ("huge priority", {**VALID, "priority": 2**31}),
     ("negative max_attempts", {**VALID, "max_attempts": -1}),
     ("zero lease", {**VALID, "lease_ttl_sec": 0}),
+    ("lease too short to renew in time", {**VALID, "lease_ttl_sec": 2}),
     ("bad available_at", {**VALID, "available_at": "tomorrow"}),
     ("empty idempotency key", {**VALID, "idempotency_key": ""}),
     ("NUL in args", '{"queue": "q", "task": "t", "lock_key": "k", "args": {"x": "a\\u0000b"}}'),
     ("NUL in a key", '{"queue": "q", "task": "t", "lock_key": "k", "args": {"a\\u0000": 1}}'),
     ("lone surrogate", '{"queue": "q", "task": "t", "lock_key": "k\\udc00"}'),
     ("too deep", '{"queue": "q", "task": "t", "lock_key": "k", "args": ' + '{"a": ' * 80 + "1" + "}" * 80 + "}"),
-    ("long lock_key", {**VALID, "lock_key": "x" * 1001}),
+    ("long lock_key", {**VALID, "lock_key": "x" * 1025}),
+    # 1,000 characters but 4,000 bytes: too large for the running-lock_key index.
+    ("lock_key long in bytes", {**VALID, "lock_key": "\U00010000" * 1000}),
+    ("idempotency key long in bytes", {**VALID, "idempotency_key": "é" * 513}),
+    ("queue long in bytes", {**VALID, "queue": "q" * 201}),
+    ("NUL in partition_key", {**VALID, "partition_key": "a\x00b"}),
 ]
 
 
@@ -294,76 +297,6 @@ def test_list_rejects_bad_filters(api, query):
     assert set(response.json()) == {"code", "message", "details"}
 
 
-# --- events -------------------------------------------------------------------------------
-
-
-def ndjson(response) -> list[dict]:
-    assert response["Content-Type"] == "application/x-ndjson"
-    return [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
-
-
-@ALL_DATABASES
-def test_events_dump_in_order_and_close(api):
-    enqueued = enqueue(task="t")
-    claim_all()
-
-    events = ndjson(api.get(f"{BASE}/{enqueued.job_id}/events", {"follow": "false"}))
-
-    assert [event["kind"] for event in events] == ["queued", "picked"]
-    assert events[0]["event_id"] < events[1]["event_id"]
-    assert set(events[0]) == {"event_id", "job_id", "queue", "ts", "kind", "payload"}
-
-
-@ALL_DATABASES
-def test_events_resume_after_an_event_id(api):
-    enqueued = enqueue(task="t")
-    claim_all()
-    first = JobEvent.objects.filter(job_id=enqueued.job_id).first().event_id
-
-    by_query = ndjson(api.get(f"{BASE}/{enqueued.job_id}/events", {"follow": "false", "after": first}))
-    by_header = ndjson(api.get(f"{BASE}/{enqueued.job_id}/events?follow=false", HTTP_LAST_EVENT_ID=str(first)))
-
-    assert [event["kind"] for event in by_query] == [event["kind"] for event in by_header] == ["picked"]
-
-
-@ALL_DATABASES_COMMITTED
-def test_events_follow_until_the_job_finishes(api, settings):
-    settings.DL_EVENTS_POLL_SEC = 0.05
-    enqueued = enqueue(task="t")
-
-    def finish_later():
-        claimed = claim_all()
-        services.jobs_complete(
-            outcomes=[services.Outcome(lease=claimed[0].lease, kind="succeeded", result=1)], worker_id="w"
-        )
-        connections.close_all()
-
-    timer = threading.Timer(0.3, finish_later)
-    timer.start()
-    events = ndjson(api.get(f"{BASE}/{enqueued.job_id}/events"))
-    timer.join()
-
-    assert [event["kind"] for event in events] == ["queued", "picked", "done"]
-
-
-@ALL_DATABASES
-def test_events_of_a_finished_job_close_at_once(api):
-    enqueued = enqueue(task="t")
-    services.job_cancel(job_id=enqueued.job_id)
-
-    events = ndjson(api.get(f"{BASE}/{enqueued.job_id}/events"))
-
-    assert [event["kind"] for event in events] == ["queued", "canceled"]
-
-
-@ALL_DATABASES
-@pytest.mark.parametrize("query", [{"follow": "maybe"}, {"after": "-1"}, {"after": "x"}])
-def test_events_reject_bad_parameters(api, query):
-    enqueued = enqueue(task="t")
-
-    assert api.get(f"{BASE}/{enqueued.job_id}/events", query).status_code == 400
-
-
 # --- delete -------------------------------------------------------------------------------
 
 
@@ -411,7 +344,7 @@ def test_delete_of_a_running_job_needs_force(api):
         ("get", ""),
         ("get", "/{id}/status"),
         ("post", "/{id}/cancel"),
-        ("get", "/{id}/events"),
+        ("get", "/{id}/events?follow=false"),
         ("delete", "/{id}"),
     ],
 )
@@ -422,3 +355,87 @@ def test_every_jobs_endpoint_requires_a_token(anonymous, method, path):
 
     assert response.status_code == 401
     assert Job.objects.count() == 1 and job(enqueued.job_id).status == "queued"
+
+
+# --- operators' controls -------------------------------------------------------------------
+
+
+@ALL_DATABASES
+def test_retry_every_job_the_filters_match_after_a_preview(api):
+    for status in ("failed", "failed", "succeeded"):
+        Job.objects.filter(job_id=enqueue(task="t", queue="reports", args={"run": 3}).job_id).update(status=status)
+    Job.objects.filter(job_id=enqueue(task="t", queue="reports", args={"run": 4}).job_id).update(status="failed")
+
+    preview = api.post(f"{BASE}/retry", {"filters": {"args": '{"run": 3}'}, "dry_run": True}, format="json")
+    done = api.post(f"{BASE}/retry", {"filters": {"queue": "reports", "args": '{"run": 3}'}}, format="json")
+
+    assert preview.json() == {"matched": 3, "changed": 2, "requested": 0, "skipped": 1, "dry_run": True}
+    assert done.json() == {"matched": 3, "changed": 2, "requested": 0, "skipped": 1, "dry_run": False}
+    assert Job.objects.filter(status="failed").count() == 1  # run 4's
+
+
+@ALL_DATABASES
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"filters": {}},
+        {"filters": {"status": ["bogus"]}},
+        {"filters": {"args": "[1, 2]"}},
+        {"filters": {"args": "{nope"}},
+        {"filters": {"created_after": "yesterday"}},
+        {"filters": {"queue": "q"}, "dry_run": "yes"},
+        {"filters": {"queue": "q"}, "extra": 1},
+    ],
+)
+def test_bulk_actions_refuse_missing_or_bad_filters(api, body):
+    enqueue(task="t", queue="q")
+
+    for action in ("retry", "cancel", "delete"):
+        response = api.post(f"{BASE}/{action}", body, format="json")
+        assert response.status_code == 400, (action, response.content)
+    assert Job.objects.get().status == "queued"
+
+
+@ALL_DATABASES
+def test_cancel_and_delete_every_matching_job(api):
+    queued = [enqueue(task="t", queue="q", lock_key=f"k{i}") for i in range(3)]
+    other = enqueue(task="t", queue="other")
+
+    canceled = api.post(f"{BASE}/cancel", {"filters": {"queue": "q"}}, format="json").json()
+    deleted = api.post(f"{BASE}/delete", {"filters": {"status": ["canceled"]}}, format="json").json()
+
+    assert (canceled["matched"], canceled["changed"]) == (3, 3)
+    assert (deleted["matched"], deleted["changed"]) == (3, 3)
+    assert not Job.objects.filter(job_id__in=[item.job_id for item in queued]).exists()
+    assert Job.objects.get().job_id == other.job_id
+
+
+@ALL_DATABASES
+def test_list_filters_by_args_containment_and_error_text(api):
+    wanted = enqueue(task="t", args={"source_id": 7, "page": 2})
+    enqueue(task="t", args={"source_id": 8})
+    Job.objects.filter(job_id=wanted.job_id).update(error="TimeoutError: the source took too long")
+
+    by_args = api.get(BASE, {"args": '{"source_id": 7}'}).json()["results"]
+    by_error = api.get(BASE, {"error": "took too LONG"}).json()["results"]
+
+    assert [item["job_id"] for item in by_args] == [str(wanted.job_id)]
+    assert [item["job_id"] for item in by_error] == [str(wanted.job_id)]
+    assert api.get(BASE, {"args": "not json"}).status_code == 400
+
+
+@ALL_DATABASES
+def test_queues_pause_resume_and_list_through_the_api(api):
+    enqueue(task="t", queue="load/cbr")
+
+    paused = api.post("/api/v1/queues/load/cbr/pause")
+    again = api.post("/api/v1/queues/load/cbr/pause")
+    listed = api.get("/api/v1/queues").json()
+    resumed = api.post("/api/v1/queues/load/cbr/resume")
+
+    assert paused.json() == {"queue": "load/cbr", "paused": True, "changed": True}
+    assert again.json()["changed"] is False
+    assert [(q["name"], q["paused"], q["depth"]) for q in listed] == [("load/cbr", True, {"queued": 1})]
+    assert resumed.json() == {"queue": "load/cbr", "paused": False, "changed": True}
+    assert api.post("/api/v1/queues/not a queue/pause").status_code == 400

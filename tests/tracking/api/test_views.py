@@ -160,7 +160,7 @@ TRANSITION_TABLE = {
 @pytest.mark.parametrize(("before", "transition"), list(TRANSITION_TABLE))
 def test_transition_table(api, stage, before, transition):
     column = STAGE_COLUMNS[stage]
-    make_rows("f", [0], event_ingest_status="done", **{column: before})
+    make_rows("f", [0], **{PREVIOUS_COLUMN[stage]: "done", column: before})
     updated_at_before = statuses("f", 0)["updated_at"]
     expected_code, expected_status = TRANSITION_TABLE[(before, transition)]
 
@@ -180,13 +180,51 @@ def test_transition_table(api, stage, before, transition):
 
 
 def test_transition_only_touches_its_own_stage_and_shard(api):
-    make_rows("f", [0, 1], event_ingest_status="done")
+    make_rows("f", [0, 1], event_ingest_status="done", shard_splitter_status="done")
 
     post(api, "/stages/shard-worker/start", {"filename": "f", "shard": 1})
 
     assert statuses("f", 1)["shard_worker_status"] == "started"
     assert statuses("f", 0)["shard_worker_status"] == "new"
-    assert statuses("f", 1)["shard_splitter_status"] == "new"
+    assert statuses("f", 1)["shard_splitter_status"] == "done"
+
+
+@pytest.mark.parametrize("stage", list(STAGE_COLUMNS))
+@pytest.mark.parametrize("previous", ["new", "started", "failed"])
+@pytest.mark.parametrize(("transition", "before"), [("start", "new"), ("done", "started")])
+def test_start_and_done_need_the_previous_stage_done(api, stage, previous, transition, before):
+    make_rows("f", [0], **{PREVIOUS_COLUMN[stage]: previous, STAGE_COLUMNS[stage]: before})
+
+    response = post(api, f"/stages/{stage}/{transition}", {"filename": "f", "shard": 0})
+
+    assert response.status_code == 409
+    body = response.json()
+    previous_stage = {
+        "event_ingest_status": "event-ingest",
+        "shard_splitter_status": "shard-splitter",
+        "shard_worker_status": "shard-worker",
+    }[PREVIOUS_COLUMN[stage]]
+    assert body["code"] == "previous_stage_not_done"
+    assert (body["details"]["previous_stage"], body["details"]["previous_status"]) == (previous_stage, previous)
+    assert previous_stage in body["message"]
+    assert statuses("f", 0)[STAGE_COLUMNS[stage]] == before  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("transition", "before", "after"),
+    [
+        ("fail", "new", "failed"),
+        ("fail", "started", "failed"),
+        ("retry", "failed", "new"),
+        ("start", "started", "started"),
+    ],
+)
+def test_fail_retry_and_repeats_do_not_need_the_previous_stage_done(api, transition, before, after):
+    make_rows("f", [0], event_ingest_status="started", shard_splitter_status=before)
+
+    response = post(api, f"/stages/shard-splitter/{transition}", {"filename": "f", "shard": 0})
+
+    assert response.status_code == 200 and response.json()["status"] == after
 
 
 @pytest.mark.parametrize("body", [{"filename": "missing", "shard": 0}, {"filename": "f", "shard": 7}])

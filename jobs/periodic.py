@@ -1,0 +1,107 @@
+"""Periodic tasks: the queue's housekeeping (expired leases, silent workers, retention).
+
+Every runworker (unless ``--no-reaper``) and ``runreaper`` run them on a thread of their
+own, never on the control loop, whose latency is the queue's. ``services.periodic_task_run``
+makes each task run once per period across all processes, one process at a time.
+"""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from django.db import connection
+
+from jobs import metrics, services
+
+log = logging.getLogger("jobs.periodic")
+
+RETRY_AFTER_ERROR_SEC = 5.0
+
+
+@dataclass(frozen=True)
+class PeriodicTask:
+    name: str
+    period_sec: float
+    work: Callable[[], dict]  # returns what it did: recorded on the task's row, logged when not all zero
+
+
+class PeriodicRunner:
+    """Runs the tasks that are due, as often as their periods say."""
+
+    def __init__(self, tasks: list[PeriodicTask], *, runner_name: str):
+        self.tasks = tasks
+        self.runner_name = runner_name
+        self._due_at = {task.name: 0.0 for task in tasks}
+
+    def run_due(self) -> float:
+        """Run every task that is due; return the seconds until one is due again."""
+        for task in self.tasks:
+            if time.monotonic() >= self._due_at[task.name]:
+                self._due_at[task.name] = time.monotonic() + self._run(task)
+        return max(0.0, min(self._due_at.values(), default=time.monotonic() + 60) - time.monotonic())
+
+    def run_until(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            stop.wait(self.run_due())
+        connection.close()
+
+    def _run(self, task: PeriodicTask) -> float:
+        """Run one task if no other process does; return the seconds until it is due again."""
+        try:
+            run = services.periodic_task_run(
+                name=task.name, period_sec=task.period_sec, runner=self.runner_name, work=task.work
+            )
+        except Exception as exc:  # a database outage or a bug: the next try may succeed; the thread must live
+            log.warning("periodic task failed", extra={"task": task.name, "error": services.first_line(exc)})
+            connection.close()
+            return min(task.period_sec, RETRY_AFTER_ERROR_SEC)
+        if run.ran and any(run.result.values()):
+            log.info("periodic task did work", extra={"task": task.name, **run.result})
+        return run.due_in_sec
+
+
+def queue_tasks(config) -> list[PeriodicTask]:
+    """The job queue's periodic tasks, with the periods of a ``WorkerConfig``."""
+    return [
+        PeriodicTask("jobs.reap", config.reaper_period_sec, reap_expired_leases),
+        # A killed worker leaves its row; it shows as dead first (no heartbeat), then goes.
+        PeriodicTask(
+            "jobs.forget_workers",
+            config.reaper_period_sec,
+            partial(forget_workers, silent_for_sec=10 * config.heartbeat_sec),
+        ),
+        PeriodicTask(
+            "jobs.retention",
+            config.retention_period_sec,
+            partial(
+                prune_finished_jobs,
+                older_than_sec=config.retention_age_sec,
+                max_identical=config.retention_max_identical,
+            ),
+        ),
+    ]
+
+
+def reap_expired_leases() -> dict:
+    requeued = lost = 0
+    while True:
+        reaped = services.jobs_reap()
+        requeued, lost = requeued + reaped.requeued, lost + reaped.lost
+        if reaped.requeued + reaped.lost < services.REAP_BATCH:
+            break
+    if requeued or lost:
+        log.warning("reaped expired leases", extra={"requeued": requeued, "lost": lost})
+        metrics.REAPED.labels(outcome="requeued").inc(requeued)
+        metrics.REAPED.labels(outcome="lost").inc(lost)
+    return {"requeued": requeued, "lost": lost}
+
+
+def forget_workers(*, silent_for_sec: float) -> dict:
+    return {"forgotten": services.workers_prune(silent_for_sec=silent_for_sec)}
+
+
+def prune_finished_jobs(*, older_than_sec: float, max_identical: int) -> dict:
+    return {"pruned": services.jobs_prune(older_than_sec=older_than_sec, max_identical=max_identical)}

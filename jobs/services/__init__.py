@@ -1,0 +1,107 @@
+"""State changes of jobs, in four parts: producers (``producers``), operators
+(``operators``), the worker protocol (``protocol``) and housekeeping (``maintenance``).
+
+Every change is one statement (or one short transaction) that also writes its journal
+rows to ``dl_job_events``, so the journal and the job never disagree. Callers import the
+names from here: ``from jobs import services; services.job_enqueue(...)``.
+"""
+
+from jobs.services._db import first_line
+from jobs.services.maintenance import (
+    PERIODIC_LOCK_SPACE,
+    REAP_BATCH,
+    PeriodicRun,
+    Reaped,
+    jobs_prune,
+    jobs_reap,
+    periodic_task_run,
+    worker_deregister,
+    worker_heartbeat,
+    worker_register,
+    workers_prune,
+)
+from jobs.services.operators import (
+    Counts,
+    Deletion,
+    Selection,
+    job_cancel,
+    job_delete,
+    job_retry,
+    jobs_cancel,
+    jobs_delete,
+    jobs_retry,
+    queue_pause,
+    queue_resume,
+)
+from jobs.services.producers import (
+    INTEGER_LIMITS,
+    MIN_LEASE_TTL_SEC,
+    NAME_PATTERN,
+    TEXT_LIMITS,
+    Enqueued,
+    JobSpec,
+    job_enqueue,
+    job_enqueue_many,
+    job_spec_problems,
+    text_field_problem,
+)
+from jobs.services.protocol import (
+    ClaimedJob,
+    Lease,
+    Outcome,
+    is_lock_key_race,
+    job_complete_and_claim,
+    job_progress,
+    jobs_claim,
+    jobs_complete,
+    jobs_heartbeat,
+    jobs_release,
+    jobs_set_aside_unclaimable,
+)
+
+__all__ = [
+    "PERIODIC_LOCK_SPACE",
+    "REAP_BATCH",
+    "INTEGER_LIMITS",
+    "MIN_LEASE_TTL_SEC",
+    "NAME_PATTERN",
+    "TEXT_LIMITS",
+    "ClaimedJob",
+    "Counts",
+    "Deletion",
+    "Enqueued",
+    "JobSpec",
+    "Lease",
+    "Outcome",
+    "PeriodicRun",
+    "Reaped",
+    "Selection",
+    "first_line",
+    "is_lock_key_race",
+    "job_cancel",
+    "job_complete_and_claim",
+    "job_delete",
+    "job_enqueue",
+    "job_enqueue_many",
+    "job_progress",
+    "job_retry",
+    "job_spec_problems",
+    "jobs_cancel",
+    "jobs_claim",
+    "jobs_complete",
+    "jobs_heartbeat",
+    "jobs_delete",
+    "jobs_prune",
+    "jobs_reap",
+    "jobs_release",
+    "jobs_retry",
+    "jobs_set_aside_unclaimable",
+    "periodic_task_run",
+    "queue_pause",
+    "queue_resume",
+    "text_field_problem",
+    "worker_deregister",
+    "worker_heartbeat",
+    "worker_register",
+    "workers_prune",
+]

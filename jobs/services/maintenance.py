@@ -1,0 +1,171 @@
+"""Housekeeping: expired leases, retention, the registry of workers, periodic tasks."""
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from jobs.services._db import _execute, _rows
+
+REAP_BATCH = 1000
+# Any constant: the first key of the periodic tasks' advisory locks (the second is the task's name).
+PERIODIC_LOCK_SPACE = 0x646C7074  # "dlpt"
+
+
+@dataclass(frozen=True)
+class Reaped:
+    requeued: int
+    lost: int
+
+
+def jobs_reap(*, batch: int = REAP_BATCH) -> Reaped:
+    """Return expired leases to their queue; jobs with no attempts left become ``lost``.
+
+    Concurrent reapers are safe (``SKIP LOCKED``); the periodic task that calls this makes
+    sure only one process does at a time anyway.
+    """
+    rows = _rows(
+        """
+        WITH expired AS MATERIALIZED (
+            SELECT job_id FROM dl_jobs
+            WHERE status = 'running' AND lease_expires_at IS NOT NULL AND lease_expires_at < now()
+            ORDER BY lease_expires_at
+            LIMIT %s
+            FOR UPDATE SKIP LOCKED
+        ),
+        reaped AS (
+            UPDATE dl_jobs j
+            SET status = CASE WHEN j.attempt >= j.max_attempts THEN 'lost' ELSE 'queued' END::dl_status,
+                available_at = now(), lease_expires_at = NULL,
+                finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
+                error = 'lease expired: the worker stopped heartbeating'
+            FROM expired WHERE j.job_id = expired.job_id
+            RETURNING j.job_id, j.queue, j.status, j.attempt, j.heartbeat_at
+        ),
+        journal AS (
+            INSERT INTO dl_job_events (job_id, queue, kind, payload)
+            SELECT job_id, queue, CASE status WHEN 'lost' THEN 'lost' ELSE 'requeue' END,
+                   jsonb_build_object('reason', 'lease_expired', 'attempt', attempt, 'last_heartbeat_at', heartbeat_at)
+            FROM reaped
+        )
+        SELECT count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'lost') FROM reaped
+        """,
+        [batch],
+    )
+    requeued, lost = rows[0]
+    return Reaped(requeued=requeued, lost=lost)
+
+
+def jobs_prune(*, older_than_sec: float, max_identical: int, batch: int = 10_000) -> int:
+    """Retention: delete finished jobs older than the age limit, and beyond the newest
+    ``max_identical`` finished jobs of one signature (queue, task, args), as seed 003's
+    ``maxIdentical``. Their events go with them (ON DELETE CASCADE). Returns how many."""
+    rows = _rows(
+        """
+        WITH too_old AS (
+            SELECT job_id FROM dl_jobs
+            WHERE finished_at IS NOT NULL AND finished_at < now() - make_interval(secs => %(age)s)
+            ORDER BY finished_at
+            LIMIT %(batch)s
+        ),
+        crowded AS (
+            SELECT queue, task, args FROM dl_jobs
+            WHERE finished_at IS NOT NULL
+            GROUP BY queue, task, args
+            HAVING count(*) > %(keep)s
+        ),
+        surplus AS (
+            SELECT job_id FROM (
+                SELECT j.job_id, row_number() OVER (
+                    PARTITION BY j.queue, j.task, j.args ORDER BY j.finished_at DESC, j.job_id
+                ) AS newest_first
+                FROM dl_jobs j JOIN crowded c ON (j.queue, j.task, j.args) = (c.queue, c.task, c.args)
+                WHERE j.finished_at IS NOT NULL
+            ) ranked
+            WHERE newest_first > %(keep)s
+            LIMIT %(batch)s
+        ),
+        pruned AS (
+            DELETE FROM dl_jobs WHERE job_id IN (SELECT job_id FROM too_old UNION SELECT job_id FROM surplus)
+            RETURNING job_id
+        )
+        SELECT count(*) FROM pruned
+        """,
+        {"age": older_than_sec, "keep": max_identical, "batch": batch},
+    )
+    return rows[0][0]
+
+
+# --- the worker registry -----------------------------------------------------------------
+
+
+def worker_register(*, worker_id: uuid.UUID, hostname: str, pid: int, queues: dict[str, int]) -> None:
+    _execute(
+        "INSERT INTO dl_workers (worker_id, hostname, pid, queues, running_jobs) VALUES (%s, %s, %s, %s::jsonb, 0)",
+        [worker_id, hostname, pid, json.dumps(queues)],
+    )
+
+
+def worker_heartbeat(*, worker_id: uuid.UUID, running_jobs: int) -> None:
+    _execute(
+        "UPDATE dl_workers SET heartbeat_at = now(), running_jobs = %s WHERE worker_id = %s", [running_jobs, worker_id]
+    )
+
+
+def worker_deregister(*, worker_id: uuid.UUID) -> None:
+    _execute("DELETE FROM dl_workers WHERE worker_id = %s", [worker_id])
+
+
+def workers_prune(*, silent_for_sec: float) -> int:
+    """Forget workers that stopped heartbeating (killed processes leave their row behind)."""
+    rows = _rows(
+        "WITH gone AS (DELETE FROM dl_workers WHERE heartbeat_at < now() - make_interval(secs => %s) RETURNING 1) "
+        "SELECT count(*) FROM gone",
+        [silent_for_sec],
+    )
+    return rows[0][0]
+
+
+# --- periodic tasks ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PeriodicRun:
+    ran: bool
+    due_in_sec: float  # when the task is next due, as far as this process can tell
+    result: dict | None = None
+
+
+def periodic_task_run(*, name: str, period_sec: float, runner: str, work: Callable[[], dict]) -> PeriodicRun:
+    """Run ``work`` unless another process runs task ``name`` now or ran it within ``period_sec``.
+
+    One transaction holds a transaction-scoped advisory lock on the name while ``work``
+    runs (no session state: safe behind a transaction pooler, released if the process
+    dies), and the task's row records the start, so the task runs once per period across
+    every process. If ``work`` raises, nothing is recorded and the next try may run it.
+    """
+    with transaction.atomic():
+        if not _rows("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", [PERIODIC_LOCK_SPACE, name])[0][0]:
+            return PeriodicRun(ran=False, due_in_sec=period_sec)
+        since_last = _rows(
+            """
+            INSERT INTO dl_periodic_tasks (name, last_runner, last_result) VALUES (%s, '', '{}')
+            ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+            RETURNING extract(epoch FROM now() - last_started_at)::float8
+            """,
+            [name],
+        )[0][0]
+        if since_last is not None and since_last < period_sec:
+            return PeriodicRun(ran=False, due_in_sec=period_sec - since_last)
+        result = work()
+        _execute(
+            """
+            UPDATE dl_periodic_tasks
+            SET last_started_at = now(), last_finished_at = clock_timestamp(), last_runner = %s, last_result = %s::jsonb
+            WHERE name = %s
+            """,
+            [runner, json.dumps(result), name],
+        )
+    return PeriodicRun(ran=True, due_in_sec=period_sec, result=result)

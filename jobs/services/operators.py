@@ -1,0 +1,257 @@
+"""Operators: cancel, retry and delete jobs (one, or every job a filter matches, with a count
+preview), pause and resume queues.
+
+One statement per action, whatever the number of jobs, each job changed with its journal
+row. The jobs are a :class:`Selection`: ids, or the SQL of a queryset (the admin's or the
+API's filters), so a filter matching 100,000 jobs is one statement, not 100,000.
+"""
+
+import uuid
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import QuerySet
+
+from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL, JobStatus
+from jobs.services._db import _rows
+from jobs.services.producers import text_field_problem
+from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
+
+RETRYABLE = ("failed", "canceled", "lost")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Jobs to act on, as a subquery of job ids and its parameters."""
+
+    sql: str
+    params: tuple
+
+    @classmethod
+    def of_ids(cls, job_ids) -> "Selection":
+        return cls("SELECT unnest(%s::uuid[])", ([*job_ids],))
+
+    @classmethod
+    def of_queryset(cls, queryset: QuerySet) -> "Selection":
+        sql, params = queryset.order_by().values("job_id").query.sql_with_params()
+        return cls(sql, tuple(params))
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What an action did (or, in a dry run, would do): ``matched`` jobs, and per effect."""
+
+    matched: int
+    changed: int  # retried, canceled (queued ones) or deleted
+    requested: int = 0  # cancel: running jobs asked to stop
+    skipped: int = 0  # matched but left alone: not in a state the action applies to
+    dry_run: bool = False
+
+
+def jobs_retry(*, selection: Selection, by: str, dry_run: bool = False) -> Counts:
+    """Put failed, canceled and lost jobs back in their queue as new (attempts reset)."""
+    if dry_run:
+        return _preview(selection, changed=f"status IN {RETRYABLE}")
+    matched, changed = _rows(
+        f"""
+        WITH target AS MATERIALIZED (SELECT job_id FROM dl_jobs WHERE job_id IN ({selection.sql})),
+        retried AS (
+            UPDATE dl_jobs
+            SET status = 'queued', attempt = 0, available_at = now(), cancel_requested = false,
+                started_at = NULL, finished_at = NULL, heartbeat_at = NULL, lease_expires_at = NULL, error = NULL
+            WHERE job_id IN (SELECT job_id FROM target) AND status IN {RETRYABLE}
+            RETURNING job_id, queue
+        ),
+        journal AS (
+            INSERT INTO dl_job_events (job_id, queue, kind, payload)
+            SELECT job_id, queue, 'requeue', jsonb_build_object('reason', 'retry_requested', 'by', %s::text) FROM retried
+        )
+        SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM retried)
+        """,
+        [*selection.params, by],
+    )[0]
+    return Counts(matched=matched, changed=changed, skipped=matched - changed)
+
+
+def jobs_cancel(*, selection: Selection, by: str, dry_run: bool = False) -> Counts:
+    """Cancel queued jobs at once and ask running ones to stop (their workers hear it by
+    NOTIFY at once, or at their next lease renewal); finished jobs are left alone."""
+    if dry_run:
+        return _preview(selection, changed="status = 'queued'", requested="status = 'running'")
+    with transaction.atomic():
+        matched, canceled, requested = _rows(
+            f"""
+            WITH target AS MATERIALIZED (
+                SELECT job_id, status FROM dl_jobs
+                WHERE job_id IN ({selection.sql})
+                ORDER BY job_id
+            ),
+            -- Locked, so a claim cannot move a queued job to running under this statement.
+            live AS MATERIALIZED (
+                SELECT job_id, status FROM dl_jobs
+                WHERE job_id IN (SELECT job_id FROM target) AND status IN ('queued', 'running')
+                ORDER BY job_id
+                FOR NO KEY UPDATE
+            ),
+            canceled AS (
+                UPDATE dl_jobs
+                SET status = 'canceled', cancel_requested = true, finished_at = now(), lease_expires_at = NULL
+                WHERE job_id IN (SELECT job_id FROM live WHERE status = 'queued')
+                RETURNING job_id, queue
+            ),
+            requested AS (
+                UPDATE dl_jobs SET cancel_requested = true
+                WHERE job_id IN (SELECT job_id FROM live WHERE status = 'running')
+                RETURNING job_id, pg_notify('{CANCEL_CHANNEL}', job_id::text)
+            ),
+            journal AS (
+                INSERT INTO dl_job_events (job_id, queue, kind, payload)
+                SELECT job_id, queue, 'canceled', jsonb_build_object('by', %s::text, 'while', 'queued') FROM canceled
+            )
+            SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM canceled), (SELECT count(*) FROM requested)
+            """,
+            [*selection.params, by],
+        )[0]
+    return Counts(matched=matched, changed=canceled, requested=requested, skipped=matched - canceled - requested)
+
+
+def jobs_delete(*, selection: Selection, force: bool = False, dry_run: bool = False) -> Counts:
+    """Delete jobs and their journals; running jobs only with ``force`` (their workers' writes
+    then match nothing)."""
+    deletable = "true" if force else "status <> 'running'"
+    if dry_run:
+        return _preview(selection, changed=deletable)
+    matched, deleted = _rows(
+        f"""
+        WITH target AS MATERIALIZED (
+            SELECT job_id, status FROM dl_jobs WHERE job_id IN ({selection.sql}) ORDER BY job_id FOR UPDATE
+        ),
+        gone AS (DELETE FROM dl_jobs WHERE job_id IN (SELECT job_id FROM target WHERE {deletable}) RETURNING job_id)
+        SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM gone)
+        """,
+        list(selection.params),
+    )[0]
+    return Counts(matched=matched, changed=deleted, skipped=matched - deleted)
+
+
+def _preview(selection: Selection, *, changed: str, requested: str = "false") -> Counts:
+    matched, would_change, would_request = _rows(
+        f"""
+        SELECT count(*), count(*) FILTER (WHERE {changed}), count(*) FILTER (WHERE {requested})
+        FROM dl_jobs WHERE job_id IN ({selection.sql})
+        """,
+        list(selection.params),
+    )[0]
+    return Counts(
+        matched=matched,
+        changed=would_change,
+        requested=would_request,
+        skipped=matched - would_change - would_request,
+        dry_run=True,
+    )
+
+
+# --- one job -------------------------------------------------------------------------------
+
+
+def job_cancel(*, job_id: uuid.UUID, requested_by: str = "api") -> str:
+    """Cancel a job: a queued job at once, a running one cooperatively; return its status.
+
+    Finished jobs answer a conflict, except a canceled one (a repeat is harmless).
+    """
+    counts = jobs_cancel(selection=Selection.of_ids([job_id]), by=requested_by)
+    if counts.changed:
+        return JobStatus.CANCELED
+    if counts.requested:
+        return JobStatus.RUNNING
+    status = _status(job_id)
+    if status == JobStatus.CANCELED:
+        return status
+    raise ConflictError(
+        f"Job {job_id} is already {status}.", code="job_finished", details={"job_id": str(job_id), "status": status}
+    )
+
+
+def job_retry(*, job_id: uuid.UUID, requested_by: str = "admin") -> bool:
+    """Put a failed, canceled or lost job back in its queue as new (attempts reset)."""
+    return bool(jobs_retry(selection=Selection.of_ids([job_id]), by=requested_by).changed)
+
+
+@dataclass(frozen=True)
+class Deletion:
+    job_id: uuid.UUID
+    status: str
+    events: int
+    deleted: bool
+    dry_run: bool
+
+
+def job_delete(*, job_id: uuid.UUID, dry_run: bool = False, force: bool = False) -> Deletion:
+    """Delete a job and its journal. A running job needs ``force`` (its worker's writes then miss)."""
+    with transaction.atomic():
+        rows = _rows(
+            "SELECT status::text, (SELECT count(*) FROM dl_job_events WHERE job_id = %s) FROM dl_jobs "
+            "WHERE job_id = %s FOR UPDATE",
+            [job_id, job_id],
+        )
+        if not rows:
+            raise NotFoundError(f"No job {job_id}.", details={"job_id": str(job_id)})
+        status, events = rows[0]
+        if status == JobStatus.RUNNING and not force:
+            raise ConflictError(
+                f"Job {job_id} is running; cancel it first or delete with force=true.",
+                code="job_running",
+                details={"job_id": str(job_id), "status": status},
+            )
+        if not dry_run:
+            jobs_delete(selection=Selection.of_ids([job_id]), force=force)
+    return Deletion(job_id=job_id, status=status, events=events, deleted=not dry_run, dry_run=dry_run)
+
+
+def _status(job_id: uuid.UUID) -> str:
+    rows = _rows("SELECT status::text FROM dl_jobs WHERE job_id = %s", [job_id])
+    if not rows:
+        raise NotFoundError(f"No job {job_id}.", details={"job_id": str(job_id)})
+    return rows[0][0]
+
+
+# --- queues -------------------------------------------------------------------------------
+
+
+def _queue_name(queue: str) -> str:
+    if problem := text_field_problem("queue", queue):
+        raise InvalidInputError(f"Invalid queue name: {problem}", details={"queue": [problem]})
+    return queue
+
+
+def queue_pause(*, queue: str, by: str) -> bool:
+    """Stop every worker claiming from ``queue`` (running jobs finish); return whether it changed.
+
+    The claim statement itself reads the pause, so it holds at once for every worker,
+    whatever it has heard.
+    """
+    rows = _rows(
+        """
+        INSERT INTO dl_queues (name, paused, changed_at, changed_by) VALUES (%s, true, now(), %s)
+        ON CONFLICT (name) DO UPDATE SET paused = true, changed_at = now(), changed_by = EXCLUDED.changed_by
+        WHERE NOT dl_queues.paused
+        RETURNING name
+        """,
+        [_queue_name(queue), by],
+    )
+    return bool(rows)
+
+
+def queue_resume(*, queue: str, by: str) -> bool:
+    """Let workers claim from ``queue`` again, and wake them (NOTIFY); return whether it changed."""
+    rows = _rows(
+        f"""
+        WITH resumed AS (
+            UPDATE dl_queues SET paused = false, changed_at = now(), changed_by = %s WHERE name = %s AND paused
+            RETURNING name
+        )
+        SELECT pg_notify('{NOTIFY_CHANNEL}', name) FROM resumed
+        """,
+        [by, _queue_name(queue)],
+    )
+    return bool(rows)

@@ -1,0 +1,198 @@
+"""What long-lived responses wait with: a notification hub and a small async connection pool.
+
+A client following a job's events (and, later, waiting for a process call or an sqlrs job)
+holds no thread and no database connection while it waits: it holds a subscription to the
+process's :class:`NotificationHub`, which has one LISTEN connection per channel for all of
+its subscribers, and borrows a connection from the async pool only to read.
+
+The ASGI application opens these once per process (lifespan startup) and closes them at
+shutdown; code running where they are not open (an ASGI test client, a WSGI server
+consuming an async stream) gets its own for the duration of ``waiting_resources()``.
+"""
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import psycopg
+from django.conf import settings
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+
+from pipeline_project.databases import connection_params
+
+log = logging.getLogger("pipeline.notifications")
+
+RECONNECT_AFTER_SEC = (0.1, 0.5, 1.0, 2.0, 5.0)
+POOL_MAX_SIZE = 4
+
+
+class Subscription:
+    """Woken when a notification for one of its keys arrives (or the listener reconnects)."""
+
+    def __init__(self):
+        self._event = asyncio.Event()
+
+    def wake(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; return whether something arrived (then re-read)."""
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._event.clear()
+        return True
+
+
+class _ChannelListener:
+    """One connection LISTENing on one channel, waking the subscribers of each key a payload
+    names (payloads are comma-separated keys)."""
+
+    def __init__(self, channel: str):
+        self.channel = channel
+        self.subscribers: dict[str, set[Subscription]] = {}
+        self._connection: psycopg.AsyncConnection | None = None
+        self._reader: asyncio.Task | None = None
+        self._ready = asyncio.Event()
+
+    async def start(self) -> None:
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read(), name=f"listen:{self.channel}")
+        await self._ready.wait()
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            try:
+                await self._reader
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._connection is not None:
+            await self._connection.close()
+
+    def wake_all(self) -> None:
+        for subscriptions in self.subscribers.values():
+            for subscription in subscriptions:
+                subscription.wake()
+
+    async def _read(self) -> None:
+        failures = 0
+        while True:
+            try:
+                self._connection = await psycopg.AsyncConnection.connect(**connection_params(), autocommit=True)
+                await self._connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                if failures:
+                    self.wake_all()  # notifications may have been missed: every subscriber re-reads
+                failures = 0
+                self._ready.set()
+                async for notify in self._connection.notifies():
+                    for key in notify.payload.split(","):
+                        for subscription in self.subscribers.get(key, ()):
+                            subscription.wake()
+            except psycopg.Error as exc:
+                delay = RECONNECT_AFTER_SEC[min(failures, len(RECONNECT_AFTER_SEC) - 1)]
+                failures += 1
+                log.warning("LISTEN connection lost; reconnecting", extra={"channel": self.channel, "error": str(exc)})
+                self.wake_all()
+                self._ready.set()  # subscribers need not wait for the reconnection: they re-read anyway
+                if self._connection is not None:
+                    await self._connection.close()
+                await asyncio.sleep(delay)
+
+
+class NotificationHub:
+    def __init__(self):
+        self._listeners: dict[str, _ChannelListener] = {}
+
+    @asynccontextmanager
+    async def subscribe(self, channel: str, keys: Iterable[str]):
+        """A :class:`Subscription` to ``keys`` on ``channel``, listening before it is returned, so
+        that nothing sent after the caller's next read is missed."""
+        listener = self._listeners.get(channel)
+        if listener is None:
+            listener = self._listeners[channel] = _ChannelListener(channel)
+        subscription = Subscription()
+        keys = list(keys)
+        for key in keys:
+            listener.subscribers.setdefault(key, set()).add(subscription)
+        try:
+            await listener.start()
+            yield subscription
+        finally:
+            for key in keys:
+                subscribers = listener.subscribers.get(key)
+                if subscribers is not None:
+                    subscribers.discard(subscription)
+                    if not subscribers:
+                        del listener.subscribers[key]
+
+    def subscriber_count(self) -> int:
+        return sum(
+            len(subscriptions)
+            for listener in self._listeners.values()
+            for subscriptions in listener.subscribers.values()
+        )
+
+    async def close(self) -> None:
+        for listener in self._listeners.values():
+            await listener.close()
+        self._listeners.clear()
+
+
+@dataclass
+class WaitingResources:
+    hub: NotificationHub
+    pool: AsyncConnectionPool
+
+    @classmethod
+    async def open(cls) -> "WaitingResources":
+        pool = AsyncConnectionPool(
+            kwargs={**connection_params(), "autocommit": True},
+            min_size=0,
+            max_size=POOL_MAX_SIZE,
+            max_idle=settings.DB_POOL_MAX_IDLE_SEC,
+            open=False,
+        )
+        await pool.open()
+        return cls(hub=NotificationHub(), pool=pool)
+
+    async def close(self) -> None:
+        await self.hub.close()
+        await self.pool.close()
+
+
+_shared: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WaitingResources]" = weakref.WeakKeyDictionary()
+
+
+async def open_shared_resources() -> None:
+    """The ASGI application's lifespan startup: resources for every request of this process."""
+    _shared[asyncio.get_running_loop()] = await WaitingResources.open()
+
+
+async def close_shared_resources() -> None:
+    resources = _shared.pop(asyncio.get_running_loop(), None)
+    if resources is not None:
+        await resources.close()
+
+
+def shared_resources() -> WaitingResources | None:
+    return _shared.get(asyncio.get_running_loop())
+
+
+@asynccontextmanager
+async def waiting_resources():
+    """The process's resources if the ASGI application opened them, else ones of our own."""
+    shared = shared_resources()
+    if shared is not None:
+        yield shared
+        return
+    own = await WaitingResources.open()
+    try:
+        yield own
+    finally:
+        await own.close()

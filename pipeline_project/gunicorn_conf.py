@@ -1,0 +1,21 @@
+"""gunicorn settings for the web server: ASGI, served by uvicorn workers.
+
+    gunicorn -c pipeline_project/gunicorn_conf.py pipeline_project.asgi:application
+
+Long-lived responses (event streams) wait on the event loop, not in a thread; ordinary
+(synchronous) views run in a thread each, taken from and given back to asgiref's pool.
+"""
+
+import os
+
+bind = os.environ.get("WEB_BIND", "127.0.0.1:8000")
+workers = int(os.environ.get("WEB_WORKERS", "2"))
+worker_class = "uvicorn_worker.UvicornWorker"
+# Under ASGI a request's thread ends with the request: connections come from a pool.
+raw_env = ["DB_CONNECTION_POOL=1"]
+timeout = 120
+graceful_timeout = int(os.environ.get("WEB_GRACEFUL_TIMEOUT", "10"))  # then open streams are cut
+keepalive = 5
+accesslog = None  # the application logs one JSON line per request
+loglevel = os.environ.get("WEB_LOG_LEVEL", "warning")  # gunicorn's own lines; the application's are JSON
+control_socket_disable = True  # no gunicornc control socket in the user's home

@@ -1,0 +1,89 @@
+"""Who may call the API: daemons' tokens have all of it; staff sessions need the model permission."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from rest_framework.test import APIClient
+
+from jobs.models import Job
+from tests.conftest import ALL_DATABASES
+from tests.jobs.conftest import enqueue
+
+pytestmark = ALL_DATABASES
+
+TRIGGER = {"queue": "q", "task": "t", "lock_key": "k"}
+
+
+def staff(*codenames: str) -> APIClient:
+    user = get_user_model().objects.create_user("ops", password="x", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+def calls(job_id) -> dict:
+    return {
+        "list jobs": ("get", "/api/v1/jobs", None),
+        "job status": ("get", f"/api/v1/jobs/{job_id}/status", None),
+        "trigger": ("post", "/api/v1/jobs/trigger", TRIGGER),
+        "cancel": ("post", f"/api/v1/jobs/{job_id}/cancel", None),
+        "delete": ("delete", f"/api/v1/jobs/{job_id}?dry_run=true", None),
+        "retry matching": ("post", "/api/v1/jobs/retry", {"filters": {"queue": "q"}, "dry_run": True}),
+        "tracking summary": ("get", "/api/v1/pipeline/metrics/summary", None),
+        "register a file": ("post", "/api/v1/pipeline/files/register", {"filename": "f", "shards": [0]}),
+        "claim": ("post", "/api/v1/pipeline/queues/shard-splitter/claim", {"limit": 1}),
+        "queues": ("get", "/api/v1/queues", None),
+        "pause": ("post", "/api/v1/queues/q/pause", None),
+    }
+
+
+@pytest.mark.parametrize(
+    ("codenames", "allowed"),
+    [
+        ((), set()),
+        (("view_job",), {"list jobs", "job status"}),
+        (("view_job", "add_job"), {"list jobs", "job status", "trigger"}),
+        (("change_job",), {"list jobs", "job status", "cancel", "retry matching"}),
+        (("delete_job", "view_job"), {"list jobs", "job status", "delete"}),
+        (("view_pipelinetracking",), {"tracking summary"}),
+        (("add_pipelinetracking",), {"register a file"}),
+        (("change_pipelinetracking",), {"tracking summary", "claim"}),
+        (("view_queue", "change_queue"), {"queues", "pause"}),
+    ],
+)
+def test_a_staff_session_needs_the_model_permission_for_each_call(codenames, allowed):
+    client = staff(*codenames)
+    job_id = enqueue(task="t", queue="q").job_id
+
+    answers = {
+        name: getattr(client, method)(path, body, format="json").status_code
+        for name, (method, path, body) in calls(job_id).items()
+    }
+
+    assert {name for name, status in answers.items() if status != 403} == allowed, answers
+    assert Job.objects.filter(queue="q").count() == 1 + ("trigger" in allowed)
+
+
+def test_a_token_has_the_whole_api(api):
+    job_id = enqueue(task="t", queue="q").job_id
+
+    for name, (method, path, body) in calls(job_id).items():
+        assert getattr(api, method)(path, body, format="json").status_code < 400, name
+
+
+def test_a_non_staff_user_has_none_of_it():
+    user = get_user_model().objects.create_user("someone", password="x")
+    user.user_permissions.set(Permission.objects.all())
+    client = APIClient()
+    client.force_login(user)
+
+    assert client.get("/api/v1/jobs").status_code == 403
+
+
+@pytest.mark.parametrize("path", ["/api/v1/schema", "/api/v1/docs"])
+def test_schema_and_docs_need_the_apis_access(anonymous, api, path):
+    assert anonymous.get(path).status_code == 401
+    assert api.get(path).status_code == 200
+    assert staff().get(path).status_code == 200  # staff without model permissions may read the docs
+    assert anonymous.get("/health").status_code == 200

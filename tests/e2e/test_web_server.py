@@ -1,0 +1,158 @@
+"""The web server as deployed (gunicorn, uvicorn workers, ASGI): idle followers hold nothing,
+bodies are read however they are sent, and bounded."""
+
+import asyncio
+import http.client
+import json
+import statistics
+import time
+
+import psycopg
+
+from pipeline_project.core import services as core_services
+from pipeline_project.core.notifications import POOL_MAX_SIZE
+from pipeline_project.databases import connection_params
+from tests.conftest import ALL_DATABASES_COMMITTED
+from tests.e2e.servers import thread_count, web_server, worker_pids
+from tests.helpers import wait_for
+from tests.jobs.conftest import enqueue
+
+pytestmark = ALL_DATABASES_COMMITTED
+
+FOLLOWERS = 200
+
+
+def timed(port: int, method: str, path: str, *, token: str, body: dict | None = None, rounds: int = 30) -> dict:
+    """``rounds`` requests on one keep-alive connection: p50 and p95 in ms (each must succeed)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    durations = []
+    for index in range(rounds):
+        payload = (
+            json.dumps({**body, "lock_key": f"{body['lock_key']}-{index}-{time.monotonic_ns()}"}) if body else None
+        )
+        started = time.perf_counter()
+        connection.request(
+            method, path, body=payload, headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        )
+        response = connection.getresponse()
+        response.read()
+        durations.append((time.perf_counter() - started) * 1000)
+        assert response.status < 300, (path, response.status)
+    return {"p50": statistics.median(durations), "p95": statistics.quantiles(durations, n=20)[18]}
+
+
+async def follow(port: int, path: str, token: str, opened: list) -> None:
+    """One follower: open the stream, read its first event, then wait for more (until canceled)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    opened.append(writer)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+    await writer.drain()
+    received = b""
+    while b'"queued"' not in received:
+        chunk = await reader.read(4096)
+        assert chunk, f"the stream closed early: {received[:300]!r}"
+        received += chunk
+    assert received.startswith(b"HTTP/1.1 200")
+
+
+def database_connections(dbname: str) -> int:
+    with psycopg.connect(**connection_params(), autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [dbname]
+        ).fetchone()[0]
+
+
+def test_two_hundred_followers_hold_no_threads_and_the_server_keeps_answering(tmp_path):
+    _token, token = core_services.api_token_create(name="load")
+    job_id = enqueue(task="never.runs").job_id  # no worker: the job never finishes
+    events = f"/api/v1/jobs/{job_id}/events"
+    trigger = {"queue": "web-test", "task": "t", "lock_key": "k"}
+    dbname = connection_params()["dbname"]
+
+    server_env = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "DB_POOL_MAX_SIZE": "10", "DB_POOL_MAX_IDLE_SEC": "1"}
+    with web_server(workers=1, env=server_env) as (port, server):
+        [worker] = worker_pids(server)
+
+        async def followers(count: int):
+            opened: list = []
+            await asyncio.gather(*(follow(port, events, token, opened) for _ in range(count)))
+            return opened
+
+        async def warm_up():
+            for writer in await followers(1):
+                writer.close()
+
+        asyncio.run(warm_up())  # the process's hub and pool exist from here on
+        time.sleep(0.5)
+        before = {
+            "health": timed(port, "GET", "/health", token=token),
+            "trigger": timed(port, "POST", "/api/v1/jobs/trigger", token=token, body=trigger),
+            "threads": thread_count(worker),
+            "connections": database_connections(dbname),
+        }
+
+        async def with_followers():
+            opened = await followers(FOLLOWERS)
+            loop = asyncio.get_running_loop()
+            during = {
+                "health": await loop.run_in_executor(None, lambda: timed(port, "GET", "/health", token=token)),
+                "trigger": await loop.run_in_executor(
+                    None, lambda: timed(port, "POST", "/api/v1/jobs/trigger", token=token, body=trigger)
+                ),
+                "threads": thread_count(worker),
+                "connections": database_connections(dbname),
+            }
+            for writer in opened:
+                writer.close()
+            return during
+
+        during = asyncio.run(with_followers())
+        wait_for(lambda: thread_count(worker) <= before["threads"] + 2, timeout=20, what="threads to be freed")
+        # The burst of 200 requests filled the connection pool; it shrinks back once they idle.
+        wait_for(lambda: database_connections(dbname) <= before["connections"] + 1, timeout=60, what="connections")
+        after = {"threads": thread_count(worker), "connections": database_connections(dbname)}
+        metrics = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        wait_for(lambda: _open_streams(metrics, token) == 0.0, timeout=20, what="open streams to drop to 0")
+
+    print(f"\n{FOLLOWERS} followers: before {before}\n during {during}\n after {after}")
+    assert during["threads"] <= before["threads"] + 10  # not one per follower
+    # At most the pools' sizes (the web pool, the async pool) and a LISTEN, however many follow.
+    assert during["connections"] <= before["connections"] + 10 + POOL_MAX_SIZE + 1
+    assert during["health"]["p95"] <= max(3 * before["health"]["p95"], before["health"]["p95"] + 50)
+    assert during["trigger"]["p95"] <= max(3 * before["trigger"]["p95"], before["trigger"]["p95"] + 100)
+
+
+def _open_streams(connection: http.client.HTTPConnection, token: str) -> float:
+    connection.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
+    text = connection.getresponse().read().decode()
+    line = next((line for line in text.splitlines() if line.startswith("http_event_streams_open{")), None)
+    return float(line.rsplit(" ", 1)[1]) if line else 0.0
+
+
+def test_a_chunked_body_is_read_and_an_oversized_one_refused(settings):
+    _token, token = core_services.api_token_create(name="chunks")
+    body = json.dumps({"queue": "q", "task": "t", "lock_key": "chunked"}).encode()
+
+    with web_server() as (port, _server):
+        accepted = _chunked_post(port, token, [body[:10], body[10:]])
+        refused = _chunked_post(port, token, [b"x" * 1024 * 1024] * 6)  # 6 MiB > MAX_REQUEST_BODY_BYTES
+
+    assert accepted[0] == 201 and json.loads(accepted[1])["created"] is True
+    assert refused[0] == 413 and json.loads(refused[1])["code"] == "request_too_large"
+
+
+def _chunked_post(port: int, token: str, chunks: list[bytes]) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.putrequest("POST", "/api/v1/jobs/trigger")
+    connection.putheader("Authorization", f"Bearer {token}")
+    connection.putheader("Content-Type", "application/json")
+    connection.putheader("Transfer-Encoding", "chunked")
+    connection.endheaders()
+    try:
+        for chunk in chunks:
+            connection.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        connection.send(b"0\r\n\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server answered and closed before the rest arrived
+    response = connection.getresponse()
+    return response.status, response.read()

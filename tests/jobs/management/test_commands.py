@@ -1,0 +1,55 @@
+"""The jobs app's management commands."""
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from jobs.models import Queue
+from tests.conftest import ALL_DATABASES
+from tests.jobs.conftest import enqueue
+
+pytestmark = ALL_DATABASES
+
+
+def run(*args) -> str:
+    out = io.StringIO()
+    call_command(*args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def test_queues_pause_resume_and_list():
+    enqueue(task="t", queue="reports")
+
+    assert run("queues", "pause", "reports") == "reports: paused\n"
+    assert run("queues", "pause", "reports") == "reports: already paused\n"
+    assert run("queues", "list") == "reports\tPAUSED\tqueued 1\n"
+    assert Queue.objects.get(name="reports").changed_by == "manage.py"
+    assert run("queues", "resume", "reports") == "reports: resumed\n"
+    assert run("queues", "list") == "reports\tactive\tqueued 1\n"
+
+
+def test_queues_refuses_a_bad_name():
+    with pytest.raises(CommandError, match="Invalid queue name"):
+        run("queues", "pause", "not a queue")
+
+
+def test_workerhealth_answers_for_this_hosts_worker(settings):
+    import socket
+    import uuid
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs import services
+    from jobs.models import Worker
+
+    with pytest.raises(CommandError, match="no live runworker"):
+        run("workerhealth")
+    services.worker_register(worker_id=uuid.uuid4(), hostname=socket.gethostname(), pid=1, queues={"default": 1})
+    assert "1 live runworker(s)" in run("workerhealth")
+
+    Worker.objects.update(heartbeat_at=timezone.now() - timedelta(seconds=4 * settings.DL_HEARTBEAT_SEC))
+    with pytest.raises(CommandError):
+        run("workerhealth")
