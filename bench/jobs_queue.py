@@ -495,7 +495,7 @@ def use_jobs_database(name: str) -> None:
     """Point this process's default alias at ``name``, on the worker's session settings."""
     from django.db import connections
 
-    from jobs.worker import configure_session
+    from jobs.runtime.database import configure_session
 
     connections["default"].close()
     connections.settings["default"]["NAME"] = name

@@ -1,7 +1,5 @@
 """Built-in handlers: useful for smoke tests, demos and benchmarks."""
 
-import time
-
 from jobs.registry import FatalError, task
 
 
@@ -35,7 +33,7 @@ def sleep(ctx):
     slept = 0.0
     while slept < seconds:
         ctx.check_cancelled()
-        time.sleep(min(chunk, seconds - slept))
+        ctx.signals.stopped.wait(min(chunk, seconds - slept))  # a cancel ends the wait at once
         slept += chunk
         ctx.progress({"slept": round(min(slept, seconds), 3), "of": seconds})
     return {"slept": seconds}

@@ -11,6 +11,10 @@ Apps declare handlers in a ``job_handlers`` module (imported when a worker start
             process(chunk)
             ctx.progress({"done": chunk.number})
         return {"rows": total}             # stored in the job's `done` event
+
+A handler that blocks (a subprocess, a socket) can wait on ``ctx.signals.stopped`` or use
+``ctx.run_subprocess([...])``, which kills the child as soon as the job is canceled or its
+lease is lost, then raises as ``check_cancelled()`` would.
 """
 
 import time
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs import services
+from jobs.runtime.signals import RunSignals, run_subprocess
 from pipeline_project.core.storable import json_problem
 
 
@@ -45,25 +50,22 @@ class TaskHandler:
 class JobContext:
     """What a handler gets: the job's data and the cooperative-cancel/progress hooks.
 
-    The control loop flips the two flags from another thread; plain attribute writes are
-    atomic in CPython, and a handler only needs to see them by its next check.
+    The control loop sets the run's signals (canceled, lease lost) from another thread.
     """
 
     __slots__ = (
-        "job",
-        "worker_id",
-        "_cancel_requested",
-        "_lease_lost",
         "_progress_interval",
         "_progress_written_at",
         "_unwritten_progress",
+        "job",
+        "signals",
+        "worker_id",
     )
 
     def __init__(self, job: services.ClaimedJob, worker_id: str, *, progress_interval_sec: float = 0.0):
         self.job = job
         self.worker_id = worker_id
-        self._cancel_requested = job.cancel_requested
-        self._lease_lost = False
+        self.signals = RunSignals(cancel_requested=job.cancel_requested)
         self._progress_interval = progress_interval_sec
         self._progress_written_at = time.monotonic()  # short runs write their progress with the outcome only
         self._unwritten_progress: dict | None = None
@@ -82,14 +84,22 @@ class JobContext:
 
     @property
     def cancel_requested(self) -> bool:
-        return self._cancel_requested
+        return self.signals.canceled
 
     def check_cancelled(self) -> None:
         """Call between chunks of work: raises if the job was canceled or taken away."""
-        if self._lease_lost:
+        if self.signals.lease_lost:
             raise LeaseLost(f"job {self.job_id} is no longer held by this worker")
-        if self._cancel_requested:
+        if self.signals.canceled:
             raise JobCancelled(f"job {self.job_id} was canceled")
+
+    def run_subprocess(self, args, **kwargs):
+        """``subprocess.run(args, **kwargs)`` killed as soon as the job is canceled or its lease lost
+        (then raises JobCancelled or LeaseLost); ``timeout`` raises ``TimeoutExpired`` as usual."""
+        self.check_cancelled()
+        completed = run_subprocess(args, signals=self.signals, **kwargs)
+        self.check_cancelled()
+        return completed
 
     def progress(self, data: dict) -> None:
         """Store progress on the job (visible in its status); also picks up cancellation.
@@ -118,10 +128,10 @@ class JobContext:
         return self._unwritten_progress
 
     def mark_cancel_requested(self) -> None:
-        self._cancel_requested = True
+        self.signals.request_cancel()
 
     def mark_lease_lost(self) -> None:
-        self._lease_lost = True
+        self.signals.lose_lease()
 
 
 class Registry:

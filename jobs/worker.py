@@ -1,59 +1,54 @@
-"""The runworker process: a control loop, a recorder, and handler threads per queue.
+"""The job queue as a work source of the runtime (``jobs.runtime``), and the runworker's configuration.
 
-The control loop (main thread) waits and then does the small steps that are due
-(:meth:`Worker.tick`):
+Each pass of the control loop, :class:`QueueSource`:
 
-- wait on the LISTEN connection and a wake-up pipe (never a busy poll): NOTIFY on
-  ``dl_jobs`` says a queue has work, ``dl_jobs_cancel`` names a job to cancel, handler
-  threads and the recorder write to the pipe; the timeout is the nearest of the next
-  heartbeat, the next job's ``available_at`` and a slow safety sweep;
-- hand finished runs to the recorder, and claim up to the free capacity of every queue
-  that may have work (one statement per queue);
-- renew every lease in one statement every ``DL_HEARTBEAT_SEC``.
+- hands finished runs to the recorder, and claims up to the free slots of every queue that
+  may have work (one statement per queue; NOTIFY on ``dl_jobs`` says a queue has work,
+  ``dl_jobs_cancel`` names a job to cancel);
+- renews each lease every min(``DL_HEARTBEAT_SEC``, TTL / 3), leases due together in one statement;
+- wakes for the next job's ``available_at`` (no NOTIFY fires when a delay runs out).
 
-Housekeeping (expired leases, retention) runs on a thread of its own (``jobs.periodic``).
-
-The recorder thread writes finished runs on its own connection, as many per statement
-as have finished since its last write, so recording overlaps claiming. Until a run is
-recorded its job is still ``running`` in the database: its lease is renewed with the
-others, and claims leave jobs with its lock_key alone rather than bounce them.
+Each queue is a lane of handler threads. The recorder writes finished runs on its own
+connection, as many per statement as have finished since its last write, so recording
+overlaps claiming. Until a run is recorded its job is still ``running`` in the database: its
+lease is renewed with the others, and claims leave jobs with its lock_key alone. When a
+finished run's lock_key has a job waiting, its handler thread writes the result and claims
+the next job in one statement, and runs it in the same slot.
 
 The worker's own statements commit asynchronously (``DL_WORKER_SYNCHRONOUS_COMMIT``):
 a database crash can lose the last few hundred milliseconds of claims and results,
 which only means those jobs run again (at-least-once); jobs themselves are inserted by
-producers with synchronous commits and are never lost. Database errors (a restart, a
-dropped connection) are retried with backoff; results wait until they can be written.
+producers with synchronous commits and are never lost.
 """
 
 import json
 import logging
 import os
 import re
-import select
 import socket
-import threading
 import time
 import traceback
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from queue import SimpleQueue
 
-import psycopg
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection
+from django.db import IntegrityError
 from django.utils import timezone
 
 from jobs import metrics, selectors, services
 from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL
-from jobs.periodic import PeriodicRunner, queue_tasks
+from jobs.periodic import queue_tasks
 from jobs.registry import FatalError, JobCancelled, JobContext, LeaseLost, Registry
+from jobs.runtime.database import DATABASE_ERRORS, configure_session, error_extra
+from jobs.runtime.lanes import Lane
+from jobs.runtime.loop import Runtime
+from jobs.runtime.periodic import PeriodicRunner
+from jobs.runtime.recorder import Recorder
 from pipeline_project.core.storable import json_problem, storable_text
-from pipeline_project.databases import close_broken_connections, connection_params, is_transient_error
+from pipeline_project.databases import is_transient_error
 
 log = logging.getLogger("jobs.worker")
-
-DATABASE_ERRORS = (DatabaseError, psycopg.Error)
 
 
 @dataclass(frozen=True)
@@ -96,42 +91,24 @@ class WorkerConfig:
         return cls(**{**values, **overrides})
 
 
-_session = threading.local()
-
-
-def configure_session(synchronous_commit: str) -> None:
-    """Session settings for the worker's own connections (handlers' connections keep the defaults).
-
-    ``plan_cache_mode``: with an unknown LIMIT the generic plan of the claim looks costly, so
-    PostgreSQL would plan every execution anew (half the claim's time); the generic plan is
-    in fact the same index walk. ``jit``: that same cost estimate grows with the table and,
-    on servers built with JIT, would make PostgreSQL compile the claim on every execution.
-    Behind a transaction pooler a session setting would leak to other clients, so there the
-    database role should carry these settings instead (see the README).
-    """
-    if settings.DB_BEHIND_POOLER:
-        return
-    connection.ensure_connection()
-    raw = connection.connection
-    if getattr(_session, "configured", None) is not raw:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('synchronous_commit', %s, false), "
-                "set_config('plan_cache_mode', 'force_generic_plan', false), set_config('jit', 'off', false)",
-                [synchronous_commit],
-            )
-        _session.configured = raw
+def build_worker(config: WorkerConfig, registry: Registry) -> Runtime:
+    """The runworker process: the runtime serving the configured queues, with the housekeeping."""
+    source = QueueSource(config, registry)
+    periodic = PeriodicRunner(queue_tasks(config), runner_name=source.worker_name) if config.run_reaper else None
+    return Runtime(
+        [source],
+        name=source.worker_name,
+        session=lambda: configure_session(config.synchronous_commit),
+        sweep_sec=config.sweep_sec,
+        shutdown_timeout_sec=config.shutdown_timeout_sec,
+        periodic=periodic,
+    )
 
 
 # A lease due for renewal within this share of its interval is renewed with those due now.
 RENEW_EARLY = 0.25
 MAX_ERROR_CHARS = 4000
 MAX_TRACEBACK_CHARS = 20000
-
-
-def _error(exc: BaseException, **extra) -> dict:
-    """Log extras for a database error."""
-    return {"error": services.first_line(exc), **{key: str(value) for key, value in extra.items()}}
 
 
 @dataclass(eq=False)
@@ -141,349 +118,138 @@ class Running:
     renew_every: float  # seconds between lease renewals: min(heartbeat, TTL / 3)
     renew_at: float  # monotonic time the lease is next renewed
     finished: bool = False  # the handler returned; the result may not be recorded yet
+    outcome: services.Outcome | None = None  # how it ended (None: its lease was lost in the run)
 
 
-class Recorder:
-    """Writes finished runs in batches on its own thread and connection."""
+class QueueSource:
+    """The job queue on the runtime: claims, lanes per queue, results, leases."""
 
-    def __init__(self, worker: "Worker"):
-        self.worker = worker
-        self._pending: list[tuple[Running, services.Outcome]] = []
-        self._lock = threading.Lock()  # guards _pending
-        self._flushing = threading.Lock()  # one write at a time
-        self._has_work = threading.Event()
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="job-recorder", daemon=True)
+    channels = (NOTIFY_CHANNEL, CANCEL_CHANNEL)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def submit(self, results: list[tuple[Running, services.Outcome]]) -> None:
-        with self._lock:
-            self._pending.extend(results)
-        self._has_work.set()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._has_work.set()
-        self._thread.join(timeout=10)
-
-    def flush(self) -> None:
-        """Write everything pending now.
-
-        A transient database error (a restart) puts the unwritten results back and raises; a
-        batch the database refuses is split, and a result it refuses is recorded as that job's
-        failure: one bad result never holds back the others.
-        """
-        with self._flushing:
-            with self._lock:
-                batch, self._pending = self._pending, []
-            if not batch:
-                return
-            recorded: list[tuple[Running, str | None]] = []
-            try:
-                configure_session(self.worker.config.synchronous_commit)
-                self._write(batch, recorded)
-            except BaseException:
-                written = {id(running) for running, _status in recorded}
-                with self._lock:
-                    self._pending[:0] = [item for item in batch if id(item[0]) not in written]
-                raise
-            finally:
-                if recorded:
-                    self.worker.on_recorded(recorded)
-
-    def _complete(self, outcomes: list[services.Outcome]) -> dict[uuid.UUID, str]:
-        return services.jobs_complete(outcomes=outcomes, worker_id=self.worker.worker_name)
-
-    def _write(self, batch: list[tuple[Running, services.Outcome]], recorded: list) -> None:
-        """One statement for the batch; if the database refuses it, one per result."""
-        try:
-            statuses = self._complete([outcome for _running, outcome in batch])
-        except DATABASE_ERRORS as exc:
-            if is_transient_error(exc):
-                raise
-            log.warning("the database refused a batch of results; writing them one by one", extra=_error(exc))
-            for running, outcome in batch:
-                recorded.append((running, self._write_alone(outcome)))
-            return
-        recorded.extend((running, statuses.get(running.context.job_id)) for running, _outcome in batch)
-
-    def _write_alone(self, outcome: services.Outcome) -> str | None:
-        """Write one result; if the database refuses it, record the job as failed with the reason."""
-        job_id = outcome.lease.job_id
-        try:
-            return self._complete([outcome]).get(job_id)
-        except DATABASE_ERRORS as exc:
-            if is_transient_error(exc):
-                raise
-            refusal = services.first_line(exc)
-        log.error("the database refused a job's result; the job fails", extra={"job_id": str(job_id), "error": refusal})
-        failure = services.Outcome(
-            lease=outcome.lease,
-            kind="fatal",
-            error=storable_text(f"The run's result could not be stored: {refusal}")[:MAX_ERROR_CHARS],
-            duration_ms=outcome.duration_ms,
-        )
-        try:
-            return self._complete([failure]).get(job_id)
-        except DATABASE_ERRORS as exc:
-            if is_transient_error(exc):
-                raise
-            log.error("could not record the failure either; the lease will expire", extra=_error(exc, job_id=job_id))
-            return None
-
-    def _loop(self) -> None:
-        failures = 0
-        while not self._stopped.is_set():
-            self._has_work.wait()
-            # Let a few more runs finish: one statement for many is much cheaper than many for one.
-            self._stopped.wait(self.worker.config.record_linger_sec)
-            self._has_work.clear()
-            try:
-                self.flush()
-                failures = 0
-            except Exception as exc:  # the results are kept; a dead recorder would strand them
-                failures += 1
-                if isinstance(exc, DATABASE_ERRORS):
-                    log.warning("could not record results; retrying", extra=_error(exc))
-                else:
-                    log.exception("recording results failed; retrying")
-                connection.close()
-                self._stopped.wait(min(5.0, 0.25 * 2 ** min(failures, 5)))
-                self._has_work.set()
-        connection.close()
-
-
-class Worker:
     def __init__(self, config: WorkerConfig, registry: Registry):
         self.config = config
         self.registry = registry
         self.worker_id = uuid.uuid4()
         self.worker_name = f"{socket.gethostname()}:{os.getpid()}:{str(self.worker_id)[:8]}"
-        self.recorder = Recorder(self)
-        self.periodic = PeriodicRunner(queue_tasks(config), runner_name=self.worker_name) if config.run_reaper else None
-        self._periodic_stop = threading.Event()
+        self.recorder: Recorder[Running] = Recorder(
+            name="job-recorder", write=self._write, on_recorded=self._on_recorded, linger_sec=config.record_linger_sec
+        )
+        self.lanes = {
+            queue: Lane(
+                queue,
+                concurrency,
+                execute=self._execute,
+                crashed=self._crashed,
+                report=self._hand_off,
+                thread_prefix=f"job-{queue}",
+            )
+            for queue, concurrency in config.queues.items()
+        }
+        self.runtime: Runtime | None = None
 
         # Control thread only.
         self._running: dict[uuid.UUID, Running] = {}  # claimed and not yet recorded
-        self._executing = dict.fromkeys(config.queues, 0)
         # Per-queue metric children, looked up once: labels() is not free at thousands of jobs a second.
         self._claimed_counter = {queue: metrics.CLAIMED.labels(queue=queue) for queue in config.queues}
         self._running_gauge = {queue: metrics.RUNNING.labels(queue=queue) for queue in config.queues}
         self._may_have_work = dict.fromkeys(config.queues, True)
-        self._slot_freed_at: dict[str, float | None] = dict.fromkeys(config.queues)
-        self._listener: psycopg.Connection | None = None
         self._registered = False
-        self._stop_deadline: float | None = None
         self._next_heartbeat = time.monotonic() + config.heartbeat_sec
-        self._next_sweep = time.monotonic() + config.sweep_sec
         self._next_available: float | None = None
         self._reschedule = False  # a job went back to its queue with a delay: re-read the timer
-        self._retry_at = 0.0
-        self._failures = 0
 
         # Handed over by other threads (deque appends and pops are atomic).
-        self._work = {queue: SimpleQueue() for queue in config.queues}
-        self._finished: deque[tuple[Running, services.Outcome | None]] = deque()
+        self._finished: deque[Running] = deque()
         self._recorded: deque[tuple[Running, str | None]] = deque()
         self._handed: deque[tuple[Running, str | None, Running | None]] = deque()  # runs handed on by handler threads
-        self._stop_requested = threading.Event()
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_read, False)
-        os.set_blocking(self._wake_write, False)
-        self._asleep = False
-        self._sleeping_until = 0.0  # monotonic time the loop's current wait ends
-        self._notified = True  # the listener may have notifications to read (reading when there are none is harmless)
 
-    # --- lifecycle ------------------------------------------------------------------
+    # --- the runtime's interface ------------------------------------------------------
 
-    def run(self) -> None:
-        """Run until stopped, then drain: in-flight jobs get the shutdown timeout to finish."""
-        self._start_threads()
+    def start(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        for lane in self.lanes.values():
+            lane.start()
         self.recorder.start()
-        periodic = None
-        if self.periodic is not None:
-            periodic = threading.Thread(
-                target=self.periodic.run_until, args=(self._periodic_stop,), name="job-periodic", daemon=True
-            )
-            periodic.start()
         log.info("worker starting", extra={"worker": self.worker_name, "queues": self.config.queues})
-        try:
-            while self.tick():
-                pass
-        finally:
-            self._periodic_stop.set()
-            if periodic is not None:
-                periodic.join(timeout=10)
-            self.recorder.stop()
-            self._close_listener()
-            self._stop_threads()
-            connection.close()
-            log.info("worker stopped", extra={"worker": self.worker_name})
 
-    def request_stop(self) -> None:
-        """Stop claiming; running jobs get ``shutdown_timeout_sec`` to finish (signal-safe)."""
-        self._stop_requested.set()
-        self._wake()
+    def stop(self) -> None:
+        self.recorder.stop()
+        for lane in self.lanes.values():
+            lane.stop()
+        log.info("worker stopped", extra={"worker": self.worker_name})
 
-    def tick(self) -> bool:
-        """One pass of the control loop; returns whether to keep going."""
-        stopping = self._stop_requested.is_set()
-        if stopping:
-            if self._stop_deadline is None:
-                self._stop_deadline = time.monotonic() + self.config.shutdown_timeout_sec
-                log.info("stop requested; waiting for running jobs", extra={"running": len(self._running)})
-            if not self._running:
-                return self._finish()
-            if time.monotonic() >= self._stop_deadline:
-                return self._finish(release=True)
+    def recheck(self) -> None:
+        self._may_have_work = dict.fromkeys(self.config.queues, True)
 
-        self._wait(self._timeout(stopping))
-        self._take_finished()
-        if time.monotonic() < self._retry_at:
-            return True
-        try:
-            self._ensure_connected()
-            if self._notified:
-                self._take_notifications()
-            if self._reschedule:
-                self._reschedule = False
-                self._schedule_next_available()
-            self._wake_for_scheduled_jobs()
-            if not stopping:
-                self._claim()
-            self._heartbeat_if_due()
-            self._sweep_if_due()
-            self._failures = 0
-        except DATABASE_ERRORS as exc:
-            self._on_database_error(exc)
-        return True
+    def notified(self, channel: str, payload: str) -> None:
+        if channel == NOTIFY_CHANNEL:
+            if payload in self._may_have_work:
+                self._may_have_work[payload] = True
+        else:
+            running = self._running.get(_as_uuid(payload))
+            if running is not None:
+                running.context.mark_cancel_requested()
 
-    def _finish(self, release: bool = False) -> bool:
-        """Last database writes before exiting: record, release what still runs, deregister."""
-        try:
-            self._ensure_connected()
-            self._take_finished()  # runs that ended since the last tick: their results go out with the flush
-            self.recorder.flush()
-            if release:
-                executing = [running for running in self._running.values() if not running.finished]
-                for running in executing:
-                    running.context.mark_lease_lost()  # its thread may not write any more
-                released = services.jobs_release(
-                    leases=[running.context.job.lease for running in executing], worker_id=self.worker_name
-                )
-                log.warning("shutdown timeout: released running jobs", extra={"released": released})
-            if self._registered:
-                services.worker_deregister(worker_id=self.worker_id)
-        except DATABASE_ERRORS as exc:
-            log.error("could not finish cleanly; leases will expire and be reaped", extra=_error(exc))
-        return False
+    def pending(self) -> bool:
+        return bool(self._finished or self._recorded or self._handed)
 
-    # --- waiting ----------------------------------------------------------------------
-
-    def _timeout(self, stopping: bool) -> float:
-        if self._finished or self._recorded or self._handed:
-            return 0.0
-        now = time.monotonic()
-        claim_at = [self._claim_due_at(q) for q in self.config.queues if self._may_have_work[q]] if not stopping else []
-        if any(due is not None and due <= now for due in claim_at):
-            return 0.0
-        deadlines = [self._next_heartbeat, self._next_sweep, *(due for due in claim_at if due is not None)]
+    def deadline(self, now: float, stopping: bool) -> float | None:
+        deadlines = [self._next_heartbeat]
+        if not stopping:
+            deadlines.extend(
+                due
+                for queue in self.config.queues
+                if self._may_have_work[queue] and (due := self._claim_due_at(queue)) is not None
+            )
+            if self._next_available is not None:
+                deadlines.append(self._next_available)
         if self._running:
             deadlines.append(
                 min(running.renew_at - RENEW_EARLY * running.renew_every for running in self._running.values())
             )
-        if self._retry_at > now:
-            deadlines.append(self._retry_at)
-        if stopping:
-            deadlines.append(self._stop_deadline)
-        elif self._next_available is not None:
-            deadlines.append(self._next_available)
-        return max(0.0, min(deadlines) - now)
+        return min(deadlines)
 
-    def _wait(self, timeout: float) -> None:
-        """Sleep until woken or ``timeout``; note whether notifications arrived (a zero timeout only looks)."""
-        readable = [self._wake_read]
-        listener = self._listener.fileno() if self._listener is not None and not self._listener.closed else None
-        if listener is not None:
-            readable.append(listener)
-        self._sleeping_until = time.monotonic() + timeout
-        self._asleep = timeout > 0
-        if self._finished or self._recorded or self._handed or self._stop_requested.is_set():
-            timeout = 0.0  # set before or while _asleep was: nothing wakes the loop for these
-        ready = select.select(readable, [], [], timeout)[0]
-        self._asleep = False
-        if listener in ready:
-            self._notified = True
-        try:
-            while os.read(self._wake_read, 4096):
-                pass
-        except BlockingIOError:
-            pass
+    def step(self, now: float, stopping: bool) -> None:
+        self._register()
+        if self._reschedule:
+            self._reschedule = False
+            self._schedule_next_available()
+        self._wake_for_scheduled_jobs()
+        if not stopping:
+            self._claim()
+        self._heartbeat_if_due()
 
-    def _wake(self) -> None:
-        """Called from other threads: interrupt the control loop's wait (only if it waits)."""
-        if self._asleep or self._stop_requested.is_set():
-            try:
-                os.write(self._wake_write, b"\0")
-            except BlockingIOError:
-                pass  # the pipe is full: the loop is being woken anyway
+    def in_flight(self) -> int:
+        return len(self._running)
 
-    # --- notifications and connections ------------------------------------------------------
+    def finish(self, release: bool) -> None:
+        """Record what ended, release what still runs (with ``release``), deregister."""
+        self.recorder.flush()
+        if release:
+            executing = [running for running in self._running.values() if not running.finished]
+            for running in executing:
+                running.context.mark_lease_lost()  # its thread may not write any more
+            released = services.jobs_release(
+                leases=[running.context.job.lease for running in executing], worker_id=self.worker_name
+            )
+            log.warning("shutdown timeout: released running jobs", extra={"released": released})
+        if self._registered:
+            services.worker_deregister(worker_id=self.worker_id)
 
-    def _ensure_connected(self) -> None:
-        configure_session(self.config.synchronous_commit)
-        if self._listener is None or self._listener.closed:
-            self._listener = psycopg.connect(**connection_params("default"), autocommit=True)
-            self._listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
-            self._listener.execute(f"LISTEN {CANCEL_CHANNEL}")
-            self._notified = True
-            # Whatever happened while we were not listening: look at every queue.
-            self._may_have_work = dict.fromkeys(self.config.queues, True)
+    # --- claiming -----------------------------------------------------------------------
+
+    def _register(self) -> None:
         if not self._registered:
             services.worker_register(
                 worker_id=self.worker_id, hostname=socket.gethostname(), pid=os.getpid(), queues=self.config.queues
             )
             self._registered = True
 
-    def _take_notifications(self) -> None:
-        self._notified = False
-        for notify in self._listener.notifies(timeout=0):
-            if notify.channel == NOTIFY_CHANNEL:
-                if notify.payload in self._may_have_work:
-                    self._may_have_work[notify.payload] = True
-            elif notify.channel == CANCEL_CHANNEL:
-                running = self._running.get(_as_uuid(notify.payload))
-                if running is not None:
-                    running.context.mark_cancel_requested()
-
     def _wake_for_scheduled_jobs(self) -> None:
         """The timer for the next available_at (no NOTIFY fires when a delay runs out)."""
         if self._next_available is not None and time.monotonic() >= self._next_available:
             self._next_available = None
-            self._may_have_work = dict.fromkeys(self.config.queues, True)
-
-    def _close_listener(self) -> None:
-        if self._listener is not None:
-            try:
-                self._listener.close()
-            except psycopg.Error:
-                pass
-            self._listener = None
-
-    def _on_database_error(self, exc: Exception) -> None:
-        self._failures += 1
-        delay = min(5.0, 0.25 * 2 ** min(self._failures, 5))
-        log.warning("database unavailable; retrying", extra={**_error(exc), "retry_in_sec": delay})
-        self._close_listener()
-        connection.close()
-        self._retry_at = time.monotonic() + delay
-
-    # --- claiming -----------------------------------------------------------------------
-
-    def _free(self, queue: str) -> int:
-        return self.config.queues[queue] - self._executing[queue]
+            self.recheck()
 
     def _claim_due_at(self, queue: str) -> float | None:
         """When to claim for a queue with free slots (None: no free slot).
@@ -492,22 +258,22 @@ class Worker:
         ``claim_coalesce_sec`` for half the slots to be free, so short jobs are claimed in
         full batches rather than one statement per freed slot. An idle queue claims at once.
         """
-        free = self._free(queue)
-        if free <= 0:
+        lane = self.lanes[queue]
+        if lane.free <= 0:
             return None
-        if self._executing[queue] == 0 or free * 2 >= self.config.queues[queue] or self._slot_freed_at[queue] is None:
+        if lane.executing == 0 or lane.free * 2 >= lane.concurrency or lane.freed_at is None:
             return 0.0
-        return self._slot_freed_at[queue] + self.config.claim_coalesce_sec
+        return lane.freed_at + self.config.claim_coalesce_sec
 
     def _claim(self) -> None:
         drained = False
         now = time.monotonic()
-        for queue in self.config.queues:
+        for queue, lane in self.lanes.items():
             due = self._claim_due_at(queue)
             if not self._may_have_work[queue] or due is None or due > now:
                 continue
-            free = min(self._free(queue), self.config.claim_batch)
-            self._slot_freed_at[queue] = None
+            free = min(lane.free, self.config.claim_batch)
+            lane.freed_at = None
             try:
                 jobs = services.jobs_claim(queue=queue, limit=free, worker_id=self.worker_name)
             except DATABASE_ERRORS as exc:
@@ -519,9 +285,11 @@ class Worker:
                     raise
                 continue
             for job in jobs:
-                self._dispatch(job)
+                running = self._running_for(job)
+                self._running[job.lease.job_id] = running
+                lane.submit(running)
             self._claimed_counter[queue].inc(len(jobs))
-            self._running_gauge[queue].set(self._executing[queue])
+            self._running_gauge[queue].set(lane.executing)
             # A short batch: nothing more is claimable in this queue now. Jobs waiting on a busy
             # lock_key become claimable when it frees: a NOTIFY (or our own recording) says so.
             if len(jobs) < free:
@@ -559,84 +327,13 @@ class Worker:
             renew_at=time.monotonic() + renew_every,
         )
 
-    def _dispatch(self, job: services.ClaimedJob) -> None:
-        running = self._running_for(job)
-        self._running[job.lease.job_id] = running
-        self._executing[job.queue] += 1
-        self._work[job.queue].put(running)
-
-    # --- running ------------------------------------------------------------------------
-
-    def _start_threads(self) -> None:
-        for queue, concurrency in self.config.queues.items():
-            for index in range(concurrency):
-                threading.Thread(
-                    target=self._handler_loop, args=(queue,), name=f"job-{queue}-{index}", daemon=True
-                ).start()
-
-    def _stop_threads(self) -> None:
-        for queue, concurrency in self.config.queues.items():
-            for _ in range(concurrency):
-                self._work[queue].put(None)
-
-    def _handler_loop(self, queue: str) -> None:
-        work = self._work[queue]
-        while True:
-            running = work.get()
-            if running is None:
-                connection.close()
-                return
-            while running is not None:  # a run, then the runs of its lock_key handed on to this slot
-                try:
-                    outcome = self._execute(running)
-                except BaseException as exc:  # a bug of ours, not the handler's: the slot must still be freed
-                    log.exception("a run ended without an outcome; failing it")
-                    outcome = self._failure(running.context.job, exc, kind="fatal", started=running.started)
-                try:
-                    close_broken_connections()  # a handler may leave a broken connection behind
-                except BaseException:
-                    log.exception("could not close a handler's connections")
-                running = self._hand_off(running, outcome)
-
-    def _hand_off(self, running: Running, outcome: services.Outcome | None) -> Running | None:
-        """Report a finished run; return the next run for this slot, if any.
-
-        Usually the run goes to the control loop and the recorder, which batch results. But
-        when a job of its lock_key waits, this thread writes the result itself and, in the
-        same statement, claims the queue's first claimable job (that one, unless another is
-        due first), which then runs here at once: a key's jobs follow each other with one
-        statement between them and no hop between threads.
-        """
-        job = running.context.job
-        if outcome is None or not job.has_successor or self._stop_requested.is_set():
-            self._finished.append((running, outcome))
-            self._wake()
-            return None
-        try:
-            status, claimed = services.job_complete_and_claim(
-                outcome=outcome,
-                queue=job.queue,
-                worker_id=self.worker_name,
-                synchronous_commit=self.config.synchronous_commit,
-            )
-        except DATABASE_ERRORS as exc:  # the recorder writes it instead, with its retries and fallbacks
-            log.warning("could not hand the slot on; the recorder writes the result", extra=_error(exc))
-            self._finished.append((running, outcome))
-            self._wake()
-            return None
-        successor = self._running_for(claimed) if claimed else None
-        self._handed.append((running, status, successor))
-        # The books can wait for the loop's next tick, unless a slot came free to claim into or the
-        # successor's lease is due for renewal before then.
-        if successor is None or successor.renew_at - RENEW_EARLY * successor.renew_every < self._sleeping_until:
-            self._wake()
-        return successor
+    # --- running (handler threads) ------------------------------------------------------
 
     def _execute(self, running: Running) -> services.Outcome | None:
-        """Run one job in a handler thread; None when the lease was lost (nothing to write).
+        """Run one job; None when the lease was lost (nothing to write).
 
-        Whatever the handler does, even raising SystemExit in this thread, the run ends with
-        an outcome; a result PostgreSQL could not store is the run's error.
+        Whatever the handler does, the run ends with an outcome; a result PostgreSQL could
+        not store is the run's error.
         """
         context = running.context
         job = context.job
@@ -662,11 +359,11 @@ class Worker:
                 lease=job.lease, kind="canceled", details={"by": "handler"}, progress=context.unwritten_progress()
             )
         except FatalError as exc:
-            return self._failure(job, exc, kind="fatal", started=started, progress=context.unwritten_progress())
+            return _failure(job, exc, kind="fatal", started=started, progress=context.unwritten_progress())
         except BaseException as exc:
             backoff = handler.retry_backoff_sec if handler and handler.retry_backoff_sec is not None else None
             delay = (self.config.retry_backoff_sec if backoff is None else backoff) * job.lease.attempt
-            return self._failure(
+            return _failure(
                 job, exc, kind="error", started=started, retry_delay_sec=delay, progress=context.unwritten_progress()
             )
         return services.Outcome(
@@ -678,34 +375,61 @@ class Worker:
         )
 
     @staticmethod
-    def _failure(job: services.ClaimedJob, exc: BaseException, *, kind: str, started: float, **fields):
-        """The outcome of a run that raised, with texts PostgreSQL can store."""
-        return services.Outcome(
-            lease=job.lease,
-            kind=kind,
-            error=storable_text(f"{type(exc).__name__}: {_describe(exc)}")[:MAX_ERROR_CHARS],
-            details={
-                "exception_class": f"{type(exc).__module__}.{type(exc).__qualname__}",
-                "traceback": storable_text(_traceback(exc))[-MAX_TRACEBACK_CHARS:],
-            },
-            duration_ms=(time.perf_counter() - started) * 1000,
-            **fields,
-        )
+    def _crashed(running: Running, exc: BaseException) -> services.Outcome:
+        """A bug of ours, not the handler's, ended the run: it fails, and its slot is freed."""
+        return _failure(running.context.job, exc, kind="fatal", started=running.started)
 
-    def _take_finished(self) -> None:
+    def _hand_off(self, running: Running, outcome: services.Outcome | None) -> Running | None:
+        """Report a finished run; return the next run for this slot, if any.
+
+        Usually the run goes to the control loop and the recorder, which batch results. But
+        when a job of its lock_key waits, this thread writes the result itself and, in the
+        same statement, claims the queue's first claimable job (that one, unless another is
+        due first), which then runs here at once: a key's jobs follow each other with one
+        statement between them and no hop between threads.
+        """
+        running.outcome = outcome
+        job = running.context.job
+        if outcome is None or not job.has_successor or self.runtime.stop_requested.is_set():
+            self._finished.append(running)
+            self.runtime.wake()
+            return None
+        try:
+            status, claimed = services.job_complete_and_claim(
+                outcome=outcome,
+                queue=job.queue,
+                worker_id=self.worker_name,
+                synchronous_commit=self.config.synchronous_commit,
+            )
+        except DATABASE_ERRORS as exc:  # the recorder writes it instead, with its retries and fallbacks
+            log.warning("could not hand the slot on; the recorder writes the result", extra=error_extra(exc))
+            self._finished.append(running)
+            self.runtime.wake()
+            return None
+        successor = self._running_for(claimed) if claimed else None
+        self._handed.append((running, status, successor))
+        # The books can wait for the loop's next pass, unless a slot came free to claim into or the
+        # successor's lease is due for renewal before then.
+        if successor is None or successor.renew_at - RENEW_EARLY * successor.renew_every < self.runtime.sleeping_until:
+            self.runtime.wake()
+        return successor
+
+    # --- results ------------------------------------------------------------------------
+
+    def collect(self) -> None:
         """Free the slots of finished runs, hand their results to the recorder, forget recorded
         ones, and book the runs that handler threads handed on to the next job of their key."""
         to_record, freed = [], set()
         while self._finished:
-            running, outcome = self._finished.popleft()
-            job = running.context.job
+            running = self._finished.popleft()
+            queue = running.context.job.queue
             running.finished = True
-            self._free_slot(job.queue)
-            freed.add(job.queue)
-            if outcome is None:
+            self.lanes[queue].release()
+            freed.add(queue)
+            if running.outcome is None:
                 self._forget(running, None, written=False)
             else:
-                to_record.append((running, outcome))
+                to_record.append(running)
         if to_record:
             self.recorder.submit(to_record)
         while self._handed:
@@ -714,7 +438,7 @@ class Worker:
             queue = running.context.job.queue
             self._forget(running, status)
             if successor is None:
-                self._free_slot(queue)
+                self.lanes[queue].release()
                 freed.add(queue)
             else:  # it runs in the slot its predecessor held
                 self._running[successor.context.job_id] = successor
@@ -722,7 +446,7 @@ class Worker:
         while self._recorded:
             self._forget(*self._recorded.popleft())
         for queue in freed:
-            self._running_gauge[queue].set(self._executing[queue])
+            self._running_gauge[queue].set(self.lanes[queue].executing)
 
     def _forget(self, running: Running, status: str | None, *, written: bool = True) -> None:
         """A run whose outcome is written, or (``written`` False) whose lease was lost in the run."""
@@ -738,15 +462,56 @@ class Worker:
         elif status is None and written:
             log.warning("lease lost before the result was recorded", extra={"job_id": str(job.lease.job_id)})
 
-    def _free_slot(self, queue: str) -> None:
-        self._executing[queue] -= 1
-        if self._slot_freed_at[queue] is None:
-            self._slot_freed_at[queue] = time.monotonic()
-
-    def on_recorded(self, results: list[tuple[Running, str | None]]) -> None:
+    def _on_recorded(self, results: list[tuple[Running, str | None]]) -> None:
         """Called by the recorder (any thread) once results are written."""
         self._recorded.extend(results)
-        self._wake()
+        if self.runtime is not None:
+            self.runtime.wake()
+
+    def _write(self, batch: list[Running], recorded: list) -> None:
+        """The recorder's write: one statement for the batch; if the database refuses it, one per result."""
+        configure_session(self.config.synchronous_commit)
+        try:
+            statuses = self._complete([running.outcome for running in batch])
+        except DATABASE_ERRORS as exc:
+            if is_transient_error(exc):
+                raise
+            log.warning("the database refused a batch of results; writing them one by one", extra=error_extra(exc))
+            for running in batch:
+                recorded.append((running, self._write_alone(running.outcome)))
+            return
+        recorded.extend((running, statuses.get(running.context.job_id)) for running in batch)
+
+    def _complete(self, outcomes: list[services.Outcome]) -> dict[uuid.UUID, str]:
+        return services.jobs_complete(outcomes=outcomes, worker_id=self.worker_name)
+
+    def _write_alone(self, outcome: services.Outcome) -> str | None:
+        """Write one result; if the database refuses it, record the job as failed with the reason."""
+        job_id = outcome.lease.job_id
+        try:
+            return self._complete([outcome]).get(job_id)
+        except DATABASE_ERRORS as exc:
+            if is_transient_error(exc):
+                raise
+            refusal = services.first_line(exc)
+        log.error("the database refused a job's result; the job fails", extra={"job_id": str(job_id), "error": refusal})
+        failure = services.Outcome(
+            lease=outcome.lease,
+            kind="fatal",
+            error=storable_text(f"The run's result could not be stored: {refusal}")[:MAX_ERROR_CHARS],
+            duration_ms=outcome.duration_ms,
+        )
+        try:
+            return self._complete([failure]).get(job_id)
+        except DATABASE_ERRORS as exc:
+            if is_transient_error(exc):
+                raise
+            log.error(
+                "could not record the failure either; the lease will expire", extra=error_extra(exc, job_id=job_id)
+            )
+            return None
+
+    # --- leases -------------------------------------------------------------------------
 
     def _heartbeat_if_due(self) -> None:
         """Renew the leases that are due (each every min(heartbeat, TTL / 3), early ones batched
@@ -769,19 +534,20 @@ class Worker:
             self._next_heartbeat = now + self.config.heartbeat_sec
             services.worker_heartbeat(worker_id=self.worker_id, running_jobs=len(self._running))
 
-    def _sweep_if_due(self) -> None:
-        """The safety net for a lost notification: look at every queue now and then."""
-        now = time.monotonic()
-        if now < self._next_sweep:
-            return
-        self._next_sweep = now + self.config.sweep_sec
-        self._listener.execute("SELECT 1")  # a dead LISTEN connection raises here
-        self._notified = True  # notifications that came with its answer wait to be read
-        self._may_have_work = dict.fromkeys(self.config.queues, True)
 
-    @property
-    def running_jobs(self) -> int:
-        return len(self._running)
+def _failure(job: services.ClaimedJob, exc: BaseException, *, kind: str, started: float, **fields) -> services.Outcome:
+    """The outcome of a run that raised, with texts PostgreSQL can store."""
+    return services.Outcome(
+        lease=job.lease,
+        kind=kind,
+        error=storable_text(f"{type(exc).__name__}: {_describe(exc)}")[:MAX_ERROR_CHARS],
+        details={
+            "exception_class": f"{type(exc).__module__}.{type(exc).__qualname__}",
+            "traceback": storable_text(_traceback(exc))[-MAX_TRACEBACK_CHARS:],
+        },
+        duration_ms=(time.perf_counter() - started) * 1000,
+        **fields,
+    )
 
 
 def _describe(exc: BaseException) -> str:

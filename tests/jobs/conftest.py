@@ -8,7 +8,7 @@ import tests.jobs.handlers  # noqa: F401  (registers the test.* handlers)
 from jobs import services
 from jobs.models import Job, JobEvent
 from jobs.registry import registry
-from jobs.worker import Worker, WorkerConfig
+from jobs.worker import WorkerConfig, build_worker
 from tests.helpers import wait_for
 
 # Fast clocks for tests: heartbeats, reaper and retries in fractions of a second.
@@ -37,9 +37,9 @@ def kinds(job_id) -> list[str]:
 
 @contextmanager
 def running_worker(queues=None, **overrides):
-    """A Worker running its loop in a thread of the test process, stopped on exit."""
+    """A worker runtime running its loop in a thread of the test process, stopped on exit."""
     config = WorkerConfig.from_settings(queues or {"default": 2}, **{**FAST, **overrides})
-    worker = Worker(config, registry)
+    worker = build_worker(config, registry)
     thread = threading.Thread(target=worker.run, name="test-worker", daemon=True)
     thread.start()
     try:

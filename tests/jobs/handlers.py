@@ -1,5 +1,6 @@
 """Task handlers for the jobs tests; runworker subprocesses load them with --handlers tests.jobs.handlers."""
 
+import sys
 import time
 
 from jobs.registry import task
@@ -32,6 +33,13 @@ def sleep(ctx):
         ctx.check_cancelled()
         time.sleep(min(0.01, max(0.0, deadline - time.time())))
     return {"started": started, "ended": time.time()}
+
+
+@task("test.subprocess")
+def run_child(ctx):
+    """Runs a child process that sleeps ``seconds``; cancellation kills it."""
+    done = ctx.run_subprocess([sys.executable, "-c", f"import time; time.sleep({float(ctx.args['seconds'])})"])
+    return {"returncode": done.returncode}
 
 
 @task("test.progress")

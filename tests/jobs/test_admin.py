@@ -246,7 +246,7 @@ def workers(settings):
 
 
 def worker_row(html: str, hostname: str) -> str:
-    return re.search(rf"<tr[^>]*>(?:(?!</tr>).)*{hostname}(?:(?!</tr>).)*</tr>", html, re.S).group(0)
+    return re.search(rf"<tr[^>]*>(?:(?!</tr>).)*{hostname}(?:(?!</tr>).)*</tr>", html, re.DOTALL).group(0)
 
 
 def test_worker_list_shows_which_workers_are_live(admin_client, workers):
@@ -335,7 +335,7 @@ def test_dashboard_shows_each_queues_last_hour_and_refreshes_itself(admin_client
     fragment = admin_client.get(DASHBOARD, {"fragment": "1"}).content.decode()
 
     assert len(ran) == 3
-    section = re.search(r'<section class="queue" data-queue="etl">.*?</section>', html, re.S).group(0)
+    section = re.search(r'<section class="queue" data-queue="etl">.*?</section>', html, re.DOTALL).group(0)
     assert "2 succeeded · 1 failed" in section
     assert "run p50 0.200 s · p95 0.290 s" in section  # the handlers' 100, 200 and 300 ms
     assert "wait p50" in section

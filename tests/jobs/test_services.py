@@ -762,4 +762,4 @@ def test_a_failed_periodic_run_records_nothing_so_the_next_try_runs_it():
     with pytest.raises(RuntimeError):
         services.periodic_task_run(name="test.task", period_sec=60, runner="a", work=broken)
 
-    assert services.periodic_task_run(name="test.task", period_sec=60, runner="a", work=lambda: {}).ran
+    assert services.periodic_task_run(name="test.task", period_sec=60, runner="a", work=dict).ran

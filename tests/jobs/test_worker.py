@@ -11,8 +11,7 @@ from django.utils import timezone
 from jobs import periodic, selectors, services
 from jobs.models import Job, JobEvent, Worker
 from jobs.registry import JobContext, registry
-from jobs.worker import Running, WorkerConfig, parse_workers, parse_workers_json, queue_flag_entry
-from jobs.worker import Worker as JobWorker
+from jobs.worker import QueueSource, Running, WorkerConfig, parse_workers, parse_workers_json, queue_flag_entry
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import wait_for
 from tests.jobs.conftest import enqueue, job, kinds, running_worker, wait_for_status
@@ -110,6 +109,21 @@ def test_cancel_of_a_running_job_stops_it_between_chunks():
     assert JobEvent.objects.filter(job_id=enqueued.job_id).last().payload["by"] == "handler"
 
 
+def test_cancel_kills_a_handlers_subprocess_at_once():
+    enqueued = enqueue(task="test.subprocess", args={"seconds": 30})
+
+    with running_worker():
+        wait_for_status(enqueued.job_id, "running")
+        time.sleep(0.2)  # the child is running
+        started = time.monotonic()
+        services.job_cancel(job_id=enqueued.job_id)
+        canceled = wait_for_status(enqueued.job_id, "canceled", timeout=5)
+        assert time.monotonic() - started < 1
+
+    assert canceled.finished_at
+    assert JobEvent.objects.filter(job_id=enqueued.job_id).last().payload["by"] == "handler"
+
+
 def test_progress_is_visible_on_the_job():
     enqueued = enqueue(task="test.progress")
 
@@ -177,11 +191,12 @@ def test_a_run_whose_lease_was_taken_away_is_not_recorded():
 
 def test_worker_registers_itself_while_running():
     with running_worker(queues={"default": 3, "reports": 1}) as worker:
-        registered = wait_for(lambda: Worker.objects.filter(worker_id=worker.worker_id).first(), what="registration")
+        [source] = worker.sources
+        registered = wait_for(lambda: Worker.objects.filter(worker_id=source.worker_id).first(), what="registration")
         assert registered.queues == {"default": 3, "reports": 1}
         assert registered in selectors.live_workers()
 
-    assert not Worker.objects.filter(worker_id=worker.worker_id).exists()
+    assert not Worker.objects.filter(worker_id=source.worker_id).exists()
 
 
 def test_stop_waits_for_running_jobs_to_finish():
@@ -327,25 +342,28 @@ def test_a_task_lookup_that_raises_is_the_runs_error(broken_resolver):
 def test_a_result_the_database_refuses_fails_that_job_alone():
     jobs = [enqueue(task="t", max_attempts=3) for _ in range(3)]
     claimed = services.jobs_claim(queue="default", limit=3, worker_id="w")
-    worker = JobWorker(WorkerConfig.from_settings({"default": 3}), registry)
+    source = QueueSource(WorkerConfig.from_settings({"default": 3}), registry)
     refused_job = claimed[1].lease.job_id
     # Past the handler's own check (as a bug of ours might be): the statement for the batch fails.
     results = [
-        (
-            Running(context=JobContext(job, "w"), started=0.0, renew_every=1.0, renew_at=0.0),
-            services.Outcome(lease=job.lease, kind="succeeded", result=value),
+        Running(
+            context=JobContext(job, "w"),
+            started=0.0,
+            renew_every=1.0,
+            renew_at=0.0,
+            outcome=services.Outcome(lease=job.lease, kind="succeeded", result=value),
         )
         for job, value in zip(claimed, [1, float("nan"), 3], strict=True)
     ]
 
-    worker.recorder.submit(results)
-    worker.recorder.flush()
+    source.recorder.submit(results)
+    source.recorder.flush()
 
     statuses = {job_id: job(job_id).status for job_id in (item.job_id for item in jobs)}
     assert statuses[refused_job] == "failed"
     assert [status for job_id, status in statuses.items() if job_id != refused_job] == ["succeeded", "succeeded"]
     assert "could not be stored" in job(refused_job).error
-    assert sorted(status for _running, status in worker._recorded) == ["failed", "succeeded", "succeeded"]
+    assert sorted(status for _running, status in source._recorded) == ["failed", "succeeded", "succeeded"]
 
 
 def test_progress_writes_are_rate_limited_and_the_last_one_is_kept(monkeypatch):

@@ -5,7 +5,8 @@ import threading
 
 from django.core.management.base import BaseCommand
 
-from jobs.periodic import PeriodicRunner, queue_tasks
+from jobs.periodic import queue_tasks
+from jobs.runtime.periodic import PeriodicRunner
 from jobs.worker import WorkerConfig
 
 

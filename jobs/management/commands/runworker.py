@@ -7,7 +7,7 @@ from prometheus_client import multiprocess, start_http_server
 
 from jobs.handlers_loader import load_handler_modules
 from jobs.registry import registry
-from jobs.worker import Worker, WorkerConfig, parse_workers, parse_workers_json, queue_flag_entry
+from jobs.worker import WorkerConfig, build_worker, parse_workers, parse_workers_json, queue_flag_entry
 
 
 class Command(BaseCommand):
@@ -38,7 +38,7 @@ class Command(BaseCommand):
         overrides = {"run_reaper": not options["no_reaper"]}
         if options["shutdown_timeout"] is not None:
             overrides["shutdown_timeout_sec"] = options["shutdown_timeout"]
-        worker = Worker(WorkerConfig.from_settings(queues, **overrides), registry)
+        worker = build_worker(WorkerConfig.from_settings(queues, **overrides), registry)
 
         if options["metrics_port"]:
             start_http_server(options["metrics_port"], addr=options["metrics_addr"])
