@@ -30,7 +30,7 @@ import time
 import traceback
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import IntegrityError
@@ -39,6 +39,8 @@ from django.utils import timezone
 from jobs import metrics, selectors, services
 from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL
 from jobs.periodic import queue_tasks
+from jobs.processes.periodic import process_tasks
+from jobs.processes.source import NamespaceSource
 from jobs.registry import FatalError, JobCancelled, JobContext, LeaseLost, Registry
 from jobs.runtime.database import DATABASE_ERRORS, configure_session, error_extra
 from jobs.runtime.lanes import Lane
@@ -68,6 +70,7 @@ class WorkerConfig:
     retention_period_sec: float
     retention_age_sec: float
     retention_max_identical: int
+    namespaces: dict[str, int] = field(default_factory=dict)  # process namespace -> concurrency
 
     @classmethod
     def from_settings(cls, queues: dict[str, int], **overrides) -> "WorkerConfig":
@@ -92,12 +95,17 @@ class WorkerConfig:
 
 
 def build_worker(config: WorkerConfig, registry: Registry) -> Runtime:
-    """The runworker process: the runtime serving the configured queues, with the housekeeping."""
-    source = QueueSource(config, registry)
-    periodic = PeriodicRunner(queue_tasks(config), runner_name=source.worker_name) if config.run_reaper else None
+    """The runworker process: the runtime serving the configured queues and process
+    namespaces side by side, with their housekeeping."""
+    queue = QueueSource(config, registry)
+    sources = [queue] if config.queues else []
+    if config.namespaces:
+        sources.append(NamespaceSource(config.namespaces, worker_name=queue.worker_name))
+    tasks = [*(queue_tasks(config) if config.queues else []), *process_tasks(config.namespaces)]
+    periodic = PeriodicRunner(tasks, runner_name=queue.worker_name) if config.run_reaper and tasks else None
     return Runtime(
-        [source],
-        name=source.worker_name,
+        sources,
+        name=queue.worker_name,
         session=lambda: configure_session(config.synchronous_commit),
         sweep_sec=config.sweep_sec,
         shutdown_timeout_sec=config.shutdown_timeout_sec,
@@ -573,39 +581,43 @@ def _as_uuid(value: str) -> uuid.UUID | None:
 
 
 MAX_CONCURRENCY = 1000
+KINDS = ("queue", "namespace")
 
 
-def parse_workers(entries) -> dict[str, int]:
-    """WORKERS_JSON entries, or ``--queue`` flags made entries, as ``{queue: concurrency}``.
+@dataclass(frozen=True)
+class Workers:
+    queues: dict[str, int]
+    namespaces: dict[str, int]
 
-    One parser for both, so both have the same bounds: a valid queue name (as producers must
-    use) and a concurrency from 1 to 1000 (summed when a queue is named twice).
+
+def parse_workers(entries) -> Workers:
+    """WORKERS_JSON entries, or ``--queue``/``--namespace`` flags made entries.
+
+    One parser for both, so both have the same bounds: ``{"queue": NAME, "concurrency": N}``
+    or ``{"namespace": NAME, "concurrency": N}``, a valid name (as producers must use) and a
+    concurrency from 1 to 1000 (summed when a name is given twice).
     """
     if not isinstance(entries, list) or not entries:
         raise ValueError("must be a non-empty JSON list")
-    queues: dict[str, int] = {}
+    found: dict[str, dict[str, int]] = {kind: {} for kind in KINDS}
     for entry in entries:
-        if (
-            not isinstance(entry, dict)
-            or not isinstance(entry.get("queue"), str)
-            or set(entry) - {"queue", "concurrency"}
-        ):
-            raise ValueError(f'each entry is {{"queue": NAME, "concurrency": N}}: {entry!r}')
-        if problem := services.text_field_problem("queue", entry["queue"]):
-            raise ValueError(f"queue name {entry['queue']!r}: {problem}")
+        kinds = [kind for kind in KINDS if isinstance(entry, dict) and kind in entry]
+        if len(kinds) != 1 or not isinstance(entry[kinds[0]], str) or set(entry) - {kinds[0], "concurrency"}:
+            raise ValueError(f'each entry is {{"queue" or "namespace": NAME, "concurrency": N}}: {entry!r}')
+        kind, name = kinds[0], entry[kinds[0]]
+        if problem := services.text_field_problem("queue", name):
+            raise ValueError(f"{kind} name {name!r}: {problem}")
         concurrency = entry.get("concurrency", 1)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_CONCURRENCY:
             raise ValueError(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}: {entry!r}")
-        queues[entry["queue"]] = queues.get(entry["queue"], 0) + concurrency
-        if queues[entry["queue"]] > MAX_CONCURRENCY:
-            raise ValueError(
-                f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}: {entry['queue']!r} sums higher"
-            )
-    return queues
+        found[kind][name] = found[kind].get(name, 0) + concurrency
+        if found[kind][name] > MAX_CONCURRENCY:
+            raise ValueError(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}: {name!r} sums higher")
+    return Workers(queues=found["queue"], namespaces=found["namespace"])
 
 
-def parse_workers_json(raw: str) -> dict[str, int]:
-    """``[{"queue": "load.cbr", "concurrency": 2}, ...]`` → ``{"load.cbr": 2}``."""
+def parse_workers_json(raw: str) -> Workers:
+    """``[{"queue": "load.cbr", "concurrency": 2}, {"namespace": "orders", "concurrency": 10}]``."""
     try:
         entries = json.loads(raw)
     except ValueError:
@@ -613,11 +625,12 @@ def parse_workers_json(raw: str) -> dict[str, int]:
     return parse_workers(entries)
 
 
-def queue_flag_entry(flag: str) -> dict:
-    """``NAME[:CONCURRENCY]`` as a WORKERS_JSON entry; the concurrency, after the last colon, in ASCII digits."""
+def worker_flag_entry(kind: str, flag: str) -> dict:
+    """``NAME[:CONCURRENCY]`` of a --queue or --namespace flag as a WORKERS_JSON entry; the
+    concurrency, after the last colon, in ASCII digits."""
     name, colon, concurrency = flag.rpartition(":")
     if not colon:
-        return {"queue": flag}
+        return {kind: flag}
     if not re.fullmatch(r"[0-9]{1,9}", concurrency):
         raise ValueError(f"expects NAME or NAME:CONCURRENCY, got {flag!r}")
-    return {"queue": name, "concurrency": int(concurrency)}
+    return {kind: name, "concurrency": int(concurrency)}

@@ -7,6 +7,6 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pipeline_project.settings")
 django.setup(set_prefix=False)
 
-from pipeline_project.core.asgi import ProjectASGIHandler  # noqa: E402  (needs the apps loaded)
+from pipeline_project.core.asgi import ProjectASGIHandler
 
 application = ProjectASGIHandler()

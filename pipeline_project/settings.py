@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "pipeline_project.core",
     "tracking",
     "jobs",
+    "jobs.processes",
     "ingestion",
 ]
 
@@ -259,6 +260,12 @@ DL_RETENTION_MAX_IDENTICAL = env_number("DL_RETENTION_MAX_IDENTICAL", 100, int)
 WORKERS_JSON = os.environ.get("WORKERS_JSON", '[{"queue": "default", "concurrency": 4}]')
 # Modules with @task handlers besides every installed app's job_handlers module.
 JOBS_HANDLER_MODULES = env_list("JOBS_HANDLER_MODULES", "")
+# Modules that register process namespaces (``jobs.processes.registry.namespace``), besides
+# every installed app's ``processors`` module.
+PROCESSOR_MODULES = env_list("PROCESSOR_MODULES", "")
+# A running task older than its namespace's step timeout plus this margin is a zombie.
+PROC_ZOMBIE_MARGIN_SEC = float(os.environ.get("PROC_ZOMBIE_MARGIN_SEC", "30"))
+PROC_ZOMBIE_PERIOD_SEC = float(os.environ.get("PROC_ZOMBIE_PERIOD_SEC", "10"))
 
 DL_EVENTS_RECHECK_SEC = env_number("DL_EVENTS_RECHECK_SEC", 5)  # a follower re-reads this often without a NOTIFY
 DL_EVENTS_MAX_FOLLOW_SEC = env_number("DL_EVENTS_MAX_FOLLOW_SEC", 3600)  # then the client resumes with ?after=

@@ -60,11 +60,11 @@ from jobs.services.protocol import (
 )
 
 __all__ = [
-    "PERIODIC_LOCK_SPACE",
-    "REAP_BATCH",
     "INTEGER_LIMITS",
     "MIN_LEASE_TTL_SEC",
     "NAME_PATTERN",
+    "PERIODIC_LOCK_SPACE",
+    "REAP_BATCH",
     "TEXT_LIMITS",
     "ClaimedJob",
     "Counts",
@@ -89,8 +89,8 @@ __all__ = [
     "jobs_cancel",
     "jobs_claim",
     "jobs_complete",
-    "jobs_heartbeat",
     "jobs_delete",
+    "jobs_heartbeat",
     "jobs_prune",
     "jobs_reap",
     "jobs_release",

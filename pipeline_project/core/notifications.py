@@ -12,9 +12,10 @@ consuming an async stream) gets its own for the duration of ``waiting_resources(
 
 import asyncio
 import logging
+import threading
 import weakref
 from collections.abc import Iterable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
 import psycopg
@@ -47,6 +48,23 @@ class Subscription:
             return False
         self._event.clear()
         return True
+
+
+class BlockingSubscription(Subscription):
+    """A subscription a thread waits on (the hub wakes it from its event loop's thread)."""
+
+    def __init__(self):
+        super().__init__()
+        self._thread_event = threading.Event()
+
+    def wake(self) -> None:
+        self._thread_event.set()
+
+    def wait_blocking(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; return whether something arrived (then re-read)."""
+        woken = self._thread_event.wait(timeout)
+        self._thread_event.clear()
+        return woken
 
 
 class _ChannelListener:
@@ -113,23 +131,30 @@ class NotificationHub:
     async def subscribe(self, channel: str, keys: Iterable[str]):
         """A :class:`Subscription` to ``keys`` on ``channel``, listening before it is returned, so
         that nothing sent after the caller's next read is missed."""
+        subscription = Subscription()
+        keys = list(keys)
+        await self.add(channel, keys, subscription)
+        try:
+            yield subscription
+        finally:
+            self.remove(channel, keys, subscription)
+
+    async def add(self, channel: str, keys: list[str], subscription: Subscription) -> None:
         listener = self._listeners.get(channel)
         if listener is None:
             listener = self._listeners[channel] = _ChannelListener(channel)
-        subscription = Subscription()
-        keys = list(keys)
         for key in keys:
             listener.subscribers.setdefault(key, set()).add(subscription)
-        try:
-            await listener.start()
-            yield subscription
-        finally:
-            for key in keys:
-                subscribers = listener.subscribers.get(key)
-                if subscribers is not None:
-                    subscribers.discard(subscription)
-                    if not subscribers:
-                        del listener.subscribers[key]
+        await listener.start()
+
+    def remove(self, channel: str, keys: list[str], subscription: Subscription) -> None:
+        listener = self._listeners.get(channel)
+        for key in keys:
+            subscribers = listener.subscribers.get(key) if listener is not None else None
+            if subscribers is not None:
+                subscribers.discard(subscription)
+                if not subscribers:
+                    del listener.subscribers[key]
 
     def subscriber_count(self) -> int:
         return sum(
@@ -196,3 +221,45 @@ async def waiting_resources():
         yield own
     finally:
         await own.close()
+
+
+class _BlockingHub:
+    """The hub for threads (the service API, synchronous views): one per process, its event
+    loop on a daemon thread of its own, so a thread waiting for a notification holds no
+    database connection and every waiter shares one LISTEN connection per channel."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._hub: NotificationHub | None = None
+
+    def _started(self) -> tuple[asyncio.AbstractEventLoop, NotificationHub]:
+        with self._lock:
+            if self._loop is None or self._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="notification-hub", daemon=True).start()
+                self._loop, self._hub = loop, NotificationHub()
+            return self._loop, self._hub
+
+    @contextmanager
+    def subscribe(self, channel: str, keys: Iterable[str]):
+        """A :class:`BlockingSubscription`, listening before it is returned."""
+        loop, hub = self._started()
+        keys = list(keys)
+        subscription = BlockingSubscription()
+        asyncio.run_coroutine_threadsafe(hub.add(channel, keys, subscription), loop).result()
+        try:
+            yield subscription
+        finally:
+            loop.call_soon_threadsafe(hub.remove, channel, keys, subscription)
+
+    def close(self) -> None:
+        """Close the LISTEN connections and stop the loop (the next subscription starts anew)."""
+        with self._lock:
+            loop, hub, self._loop, self._hub = self._loop, self._hub, None, None
+        if loop is not None:
+            asyncio.run_coroutine_threadsafe(hub.close(), loop).result(timeout=10)
+            loop.call_soon_threadsafe(loop.stop)
+
+
+blocking_hub = _BlockingHub()

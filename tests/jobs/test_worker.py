@@ -11,7 +11,7 @@ from django.utils import timezone
 from jobs import periodic, selectors, services
 from jobs.models import Job, JobEvent, Worker
 from jobs.registry import JobContext, registry
-from jobs.worker import QueueSource, Running, WorkerConfig, parse_workers, parse_workers_json, queue_flag_entry
+from jobs.worker import QueueSource, Running, WorkerConfig, parse_workers, parse_workers_json, worker_flag_entry
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import wait_for
 from tests.jobs.conftest import enqueue, job, kinds, running_worker, wait_for_status
@@ -400,10 +400,11 @@ def test_housekeeping_runs_off_the_claim_path(monkeypatch):
 
 
 def test_workers_json_parsing():
-    assert parse_workers_json('[{"queue": "load.cbr", "concurrency": 2}, {"queue": "load.sgx"}]') == {
-        "load.cbr": 2,
-        "load.sgx": 1,
-    }
+    workers = parse_workers_json(
+        '[{"queue": "load.cbr", "concurrency": 2}, {"queue": "load.sgx"}, {"namespace": "orders", "concurrency": 10}]'
+    )
+    assert workers.queues == {"load.cbr": 2, "load.sgx": 1}
+    assert workers.namespaces == {"orders": 10}
     for bad in [
         "{}",
         "[]",
@@ -414,6 +415,8 @@ def test_workers_json_parsing():
         '[{"queue": "q", "concurrency": 600}, {"queue": "q", "concurrency": 600}]',
         '[{"queue": "a queue"}]',
         '[{"queue": "q", "concurency": 2}]',
+        '[{"queue": "q", "namespace": "n"}]',
+        '[{"namespace": "n", "concurrency": 0}]',
         "nope",
     ]:
         with pytest.raises(ValueError):
@@ -421,14 +424,13 @@ def test_workers_json_parsing():
 
 
 def test_queue_flags_have_the_same_bounds():
-    assert parse_workers([queue_flag_entry(flag) for flag in ["a", "b:3", "b:2", "load:eu:4"]]) == {
-        "a": 1,
-        "b": 5,
-        "load:eu": 4,
-    }
+    flags = ["a", "b:3", "b:2", "load:eu:4"]
+    assert parse_workers([worker_flag_entry("queue", flag) for flag in flags]).queues == {"a": 1, "b": 5, "load:eu": 4}
+    assert parse_workers([worker_flag_entry("namespace", "orders:10")]).namespaces == {"orders": 10}
     for bad in ["a:00", "a:0", "a:", "a:²", "a:+1", "a:1001", " :2", "a b:2", "a:eu"]:
-        with pytest.raises(ValueError):
-            parse_workers([queue_flag_entry(bad)])
+        for kind in ("queue", "namespace"):
+            with pytest.raises(ValueError):
+                parse_workers([worker_flag_entry(kind, bad)])
 
 
 def test_unique_ids():

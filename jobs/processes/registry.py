@@ -1,0 +1,134 @@
+"""Process namespaces: each a processor callable and its options.
+
+Apps declare them in a ``processors`` module (or a module listed in ``PROCESSOR_MODULES``)::
+
+    from jobs.processes.registry import namespace
+
+    @namespace("orders", retry_policy=RetryPolicy(initial_timeout=5, max_attempts=3), process_step_timeout=60)
+    def process_order(task_type, args, process):
+        if task_type == "init":
+            return {"events": [{"created": args}], "action": {"set_timer": 30}}
+        ...
+
+A processor gets the task type (``init``, ``call``, ``repair``, ``timeout``, ``notify``), the
+task's args and the process (:class:`ProcessView`), and returns a dict with any of:
+``events`` (a list of payloads, or of ``{"payload": ..., "metadata": ...}``), ``response``
+(omitted: ``"ok"``), ``aux_state``, ``metadata`` (not returned: kept), and ``action``:
+``{"set_timer": <datetime, ISO 8601 text or seconds from now>, "remove": true?}``,
+``"unset_timer"`` or ``"remove"``. ``{"error": reason}``, raising, or returning anything else
+is an error result.
+"""
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.utils.module_loading import autodiscover_modules
+
+from pipeline_project.core.errors import NotFoundError
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a failed timeout task is retried: delays initial_timeout, × backoff_coefficient, ...
+    while the delay is below max_timeout (if set), attempts remain and the reason is retryable."""
+
+    initial_timeout: float = 5.0
+    backoff_coefficient: float = 1.0
+    max_timeout: float | None = None
+    max_attempts: int = 3
+    non_retryable_errors: tuple[str, ...] = ()
+
+    def next_delay(self, *, attempts: int, last_delay: float, reason: str) -> float | None:
+        """The delay before the next attempt after ``attempts`` failed ones, or None: give up."""
+        if attempts >= self.max_attempts or reason in self.non_retryable_errors:
+            return None
+        delay = self.initial_timeout if attempts <= 1 or not last_delay else last_delay * self.backoff_coefficient
+        if self.max_timeout is not None and delay >= self.max_timeout:
+            return None
+        return delay
+
+
+@dataclass(frozen=True)
+class ProcessView:
+    """What a processor sees of its process."""
+
+    process_id: str
+    namespace: str
+    status: str
+    detail: str | None
+    aux_state: Any
+    metadata: Any
+    history: list[dict]
+    last_event_id: int
+    range: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Namespace:
+    name: str
+    processor: Callable[[str, Any, ProcessView], Any]
+    retry_policy: RetryPolicy = RetryPolicy()
+    process_step_timeout: float = 60.0
+    concurrency: int = 10
+    history_range: dict | None = None  # the events a processor gets (None: all)
+
+
+_namespaces: dict[str, Namespace] = {}
+
+
+def namespace(
+    name: str,
+    *,
+    retry_policy: RetryPolicy = RetryPolicy(),
+    process_step_timeout: float = 60.0,
+    concurrency: int = 10,
+    history_range: dict | None = None,
+):
+    """Register the decorated function as the processor of namespace ``name``."""
+
+    def decorator(func):
+        register(
+            Namespace(
+                name=name,
+                processor=func,
+                retry_policy=retry_policy,
+                process_step_timeout=process_step_timeout,
+                concurrency=concurrency,
+                history_range=history_range,
+            )
+        )
+        return func
+
+    return decorator
+
+
+def register(definition: Namespace) -> None:
+    existing = _namespaces.get(definition.name)
+    if existing is not None and existing.processor is not definition.processor:
+        raise ValueError(f"namespace {definition.name!r} is already registered to {existing.processor!r}")
+    _namespaces[definition.name] = definition
+
+
+def get(name: str) -> Namespace | None:
+    return _namespaces.get(name)
+
+
+def require(name: str) -> Namespace:
+    definition = _namespaces.get(name)
+    if definition is None:
+        raise NotFoundError("namespace not found", code="namespace_not_found")
+    return definition
+
+
+def names() -> list[str]:
+    return sorted(_namespaces)
+
+
+def load_processor_modules(extra: list[str] = ()) -> None:
+    """Every installed app's ``processors`` module, then PROCESSOR_MODULES and ``extra``."""
+    autodiscover_modules("processors")
+    for module in [*settings.PROCESSOR_MODULES, *extra]:
+        importlib.import_module(module)

@@ -1,0 +1,560 @@
+"""State changes of durable processes: what clients ask for, and what workers do with tasks.
+
+Clients (the service API, the HTTP API) add tasks: ``process_init``, ``process_call``,
+``process_repair`` put a task in the schedule and wait for its result on a NOTIFY;
+``process_simple_repair`` changes the process at once. Workers claim due tasks
+(``tasks_claim``: at most one running task per process, calls before timers) and record how
+each ended (``task_complete``), in one transaction with every change it implies: events,
+the process's new state, the timer it set, the calls it unblocked, the retry or the error.
+"""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from jobs.processes import registry
+from jobs.processes.models import (
+    CALL_TYPES,
+    MAX_PROCESS_ID_CHARS,
+    TASK_DONE_CHANNEL,
+    TIMER_TYPES,
+    WORK_CHANNEL,
+    Process,
+    Task,
+)
+from jobs.processes.selectors import StepTimeoutError, wait_for_task
+from jobs.services._db import _execute, _json, _rows
+from pipeline_project.core.errors import ApplicationError, ConflictError, InvalidInputError, NotFoundError
+from pipeline_project.core.storable import json_problem
+
+
+class ProcessorError(ApplicationError):
+    """The processor answered a call (or init, or repair) with an error; ``reason`` is its answer."""
+
+    status_code = 422
+    code = "processor_error"
+
+
+@dataclass(frozen=True)
+class ClaimedTask:
+    task_id: int
+    process_pk: int
+    task_type: str
+    args: Any
+    context: Any
+    attempts_count: int
+    last_retry_interval: float
+
+
+# --- clients ---------------------------------------------------------------------------------
+
+
+def process_init(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
+    """Create a process and run its init task; return the processor's response."""
+    definition = registry.require(namespace)
+    _check_process_id(process_id)
+    _check_json("args", args)
+    task_id = _replayed(idempotency_key)
+    if task_id is None:
+        try:
+            with transaction.atomic():
+                now = timezone.now()
+                process = Process.objects.create(
+                    namespace=namespace, process_id=process_id, status="init", status_changed_at=now, created_at=now
+                )
+                task_id = _schedule_task(process, "init", args=args, idempotency_key=idempotency_key, at=now)
+        except IntegrityError as exc:
+            task_id = _replayed(idempotency_key)
+            if task_id is None:
+                if "ux_dl_processes_ns_id" in str(exc):
+                    raise ConflictError("process already exists", code="process_exists") from None
+                raise
+    return _result(wait_for_task(task_id, timeout=definition.process_step_timeout))
+
+
+def process_call(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
+    """Run a call on a running process and return the processor's response.
+
+    A call that arrives while another task of the process runs waits for it and runs next,
+    before any timer; the process's timers are blocked until the call has run.
+    """
+    return _client_task("call", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key)
+
+
+def process_repair(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
+    """Run the processor with task type ``repair`` on a process in ``error``."""
+    return _client_task(
+        "repair", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
+    )
+
+
+def process_simple_repair(*, namespace: str, process_id: str, context: Any = None) -> None:
+    """Put a process in ``error`` back to ``running`` without its processor.
+
+    If a timeout or remove task corrupted it, that task is scheduled again (metadata
+    ``kind: simple_repair``, the given context).
+    """
+    registry.require(namespace)
+    _check_json("context", context)
+    with transaction.atomic():
+        process = _locked_process(namespace, process_id)
+        if process.status != "error":
+            raise ConflictError(f"process is {process.status}", code=f"process_{process.status}")
+        corrupting = Task.objects.filter(task_id=process.corrupted_by).first() if process.corrupted_by else None
+        if corrupting is not None and corrupting.task_type in TIMER_TYPES:
+            _schedule_task(
+                process,
+                corrupting.task_type,
+                args=corrupting.args,
+                metadata={"kind": "simple_repair"},
+                context=context,
+                at=timezone.now(),
+            )
+        _set_status(process, "running")
+        process.detail = None
+        process.corrupted_by = None
+        process.save()
+
+
+def _client_task(task_type: str, *, namespace, process_id, args, idempotency_key) -> Any:
+    definition = registry.require(namespace)
+    _check_json("args", args)
+    task_id = _replayed(idempotency_key)
+    if task_id is None:
+        try:
+            with transaction.atomic():
+                process = _locked_process(namespace, process_id)
+                wanted = "error" if task_type == "repair" else "running"
+                if process.status != wanted:
+                    raise ConflictError(f"process is {process.status}", code=f"process_{process.status}")
+                task_id = _schedule_task(
+                    process, task_type, args=args, idempotency_key=idempotency_key, at=timezone.now()
+                )
+                # Timers wait until the call has run (then its result sets, cancels or unblocks them).
+                _execute(
+                    """
+                    WITH blocked AS (
+                        UPDATE dl_proc_schedule SET status = 'blocked'
+                        WHERE process_pk = %s AND status = 'waiting' AND task_type IN ('timeout', 'remove')
+                        RETURNING task_id
+                    )
+                    UPDATE dl_proc_tasks t SET status = 'blocked', blocked_task = %s
+                    FROM blocked b WHERE t.task_id = b.task_id
+                    """,
+                    [process.id, task_id],
+                )
+        except IntegrityError:
+            task_id = _replayed(idempotency_key)
+            if task_id is None:
+                raise
+    return _result(wait_for_task(task_id, timeout=definition.process_step_timeout))
+
+
+def _replayed(idempotency_key: str | None) -> int | None:
+    if idempotency_key is None:
+        return None
+    return Task.objects.filter(idempotency_key=idempotency_key).values_list("task_id", flat=True).first()
+
+
+def _result(task: Task | None) -> Any:
+    if task is None:  # the task removed its own process
+        return "ok"
+    if task.status == "finished":
+        return task.response
+    if task.status == "cancelled":
+        process = Process.objects.filter(tasks=task).values_list("status", flat=True).first() or "removed"
+        raise ConflictError(f"process is {process}", code=f"process_{process}")
+    raise ProcessorError(_reason(task.response), details={"reason": task.response})
+
+
+def _reason(response: Any) -> str:
+    if isinstance(response, dict) and "error" in response:
+        return str(response["error"])
+    return str(response)
+
+
+# --- workers ---------------------------------------------------------------------------------
+
+CLAIM_WINDOW = 256
+
+
+def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]:
+    """Claim up to ``limit`` due tasks of a namespace, at most one per process, none of a
+    process that runs one; a process's calls go before its timers.
+
+    Two workers that pick different tasks of one process at once both try to insert its
+    ``dl_proc_running`` row; its primary key lets one win, and the other's statement fails
+    with a unique violation (``is_running_race``) and simply claims again.
+    """
+    rows = _rows(
+        """
+        WITH candidates AS MATERIALIZED (
+            SELECT s.task_id, s.process_pk, s.task_type, s.namespace FROM dl_proc_schedule s
+            WHERE s.namespace = %(namespace)s AND s.status = 'waiting' AND s.scheduled_time <= now()
+              AND NOT EXISTS (SELECT 1 FROM dl_proc_running r WHERE r.process_pk = s.process_pk)
+            ORDER BY s.scheduled_time, s.task_id
+            LIMIT %(window)s
+            FOR UPDATE SKIP LOCKED
+        ),
+        picked AS (
+            SELECT * FROM (
+                SELECT DISTINCT ON (process_pk) * FROM candidates
+                ORDER BY process_pk, task_type IN ('timeout', 'remove'), task_id
+            ) AS one_per_process
+            ORDER BY task_id LIMIT %(limit)s
+        ),
+        unscheduled AS (
+            DELETE FROM dl_proc_schedule s USING picked p WHERE s.task_id = p.task_id
+            RETURNING s.task_id, s.process_pk, s.task_type, s.namespace
+        ),
+        started AS (
+            INSERT INTO dl_proc_running (process_pk, task_id, namespace, task_type, running_time, worker)
+            SELECT process_pk, task_id, namespace, task_type, now(), %(worker)s FROM unscheduled
+            RETURNING task_id
+        )
+        UPDATE dl_proc_tasks t SET status = 'running', running_time = now()
+        FROM started WHERE t.task_id = started.task_id
+        RETURNING t.task_id, t.process_pk, t.task_type, t.args, t.context, t.attempts_count, t.last_retry_interval
+        """,
+        {"namespace": namespace, "window": CLAIM_WINDOW, "limit": limit, "worker": worker},
+    )
+    return [
+        ClaimedTask(task_id, process_pk, task_type, _json(args), _json(context), attempts, float(interval))
+        for task_id, process_pk, task_type, args, context, attempts, interval in rows
+    ]
+
+
+def is_running_race(exc: IntegrityError) -> bool:
+    return "dl_proc_running_pkey" in str(exc)
+
+
+@dataclass(frozen=True)
+class Result:
+    """A processor's answer, validated (see ``registry``)."""
+
+    events: list[dict]
+    response: Any
+    aux_state: Any
+    metadata: Any
+    keep_aux_state: bool
+    keep_metadata: bool
+    action: str | None  # None, set_timer, unset_timer, remove
+    timer_at: datetime | None = None
+    timer_removes: bool = False
+
+
+def result_parse(value: Any) -> Result | str:
+    """The processor's return value as a Result, or the error reason it amounts to."""
+    if not isinstance(value, dict):
+        return "unsupported_result"
+    if "error" in value:
+        return str(value["error"]) if not isinstance(value["error"], str) else value["error"]
+    if set(value) - {"events", "response", "aux_state", "metadata", "action"}:
+        return "unsupported_result"
+    events = []
+    for event in value.get("events") or []:
+        if isinstance(event, dict) and set(event) <= {"payload", "metadata"} and "payload" in event:
+            events.append({"payload": event["payload"], "metadata": event.get("metadata")})
+        else:
+            events.append({"payload": event, "metadata": None})
+    if json_problem([events, value.get("response"), value.get("aux_state"), value.get("metadata")]):
+        return "unsupported_result"
+    action, timer_at, removes = value.get("action"), None, False
+    if isinstance(action, dict) and "set_timer" in action and set(action) <= {"set_timer", "remove"}:
+        timer_at = _timer_time(action["set_timer"])
+        if timer_at is None:
+            return "unsupported_result"
+        action, removes = "set_timer", bool(action.get("remove"))
+    elif action not in (None, "unset_timer", "remove"):
+        return "unsupported_result"
+    return Result(
+        events=events,
+        response=value.get("response", "ok"),
+        aux_state=value.get("aux_state"),
+        metadata=value.get("metadata"),
+        keep_aux_state="aux_state" not in value,
+        keep_metadata="metadata" not in value,
+        action=action,
+        timer_at=timer_at,
+        timer_removes=removes,
+    )
+
+
+def _timer_time(value: Any) -> datetime | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return timezone.now() + timedelta(seconds=value)
+    if isinstance(value, datetime):
+        return value if timezone.is_aware(value) else None
+    if isinstance(value, str):
+        parsed = parse_datetime(value)
+        return parsed if parsed is not None and timezone.is_aware(parsed) else None
+    return None
+
+
+def task_complete(*, task: ClaimedTask, namespace: str, outcome: Result | str) -> str:
+    """Record how a task ended (a Result, or an error reason); return the completion type:
+    ``complete_and_continue`` (a timer set), ``complete_and_suspend`` (timers unset, or the
+    process removed), ``complete_and_unlock`` (no action: blocked timers unblocked) or
+    ``complete_and_error``."""
+    with transaction.atomic():
+        process = Process.objects.select_for_update().filter(id=task.process_pk).first()
+        if process is None:
+            return "complete_and_suspend"  # removed meanwhile
+        if isinstance(outcome, Result):
+            _succeeded(process, task, outcome)
+            completion = {"set_timer": "complete_and_continue", None: "complete_and_unlock"}.get(
+                outcome.action, "complete_and_suspend"
+            )
+        else:
+            _failed(process, task, outcome, registry.get(namespace))
+            completion = "complete_and_error"
+        _execute(
+            "SELECT pg_notify(%s, %s), pg_notify(%s, %s)",
+            [TASK_DONE_CHANNEL, str(task.task_id), WORK_CHANNEL, namespace],
+        )
+    return completion
+
+
+def task_remove_process(*, task: ClaimedTask, namespace: str) -> None:
+    """A remove timer: the process and all its rows go."""
+    with transaction.atomic():
+        Process.objects.filter(id=task.process_pk).delete()
+        _execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task.task_id)])
+
+
+def _succeeded(process: Process, task: ClaimedTask, result: Result) -> None:
+    if result.action == "remove":
+        process.delete()
+        return
+    now = timezone.now()
+    if result.events:
+        _execute(
+            """
+            INSERT INTO dl_proc_events (process_pk, task_id, event_id, timestamp, payload, metadata)
+            SELECT %s, %s, %s + n, now(), e.payload, e.metadata
+            FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS x(e_json, n),
+                 LATERAL (SELECT x.e_json -> 'payload' AS payload, x.e_json -> 'metadata' AS metadata) AS e
+            """,
+            [process.id, task.task_id, process.last_event_id, _dumps(result.events)],
+        )
+        process.last_event_id += len(result.events)
+    if not result.keep_aux_state:
+        process.aux_state = result.aux_state
+    if not result.keep_metadata:
+        process.metadata = result.metadata
+    corrupting = process.corrupted_by
+    if task.task_type == "repair" or process.status == "init":
+        _set_status(process, "running")
+        process.detail = None
+        process.corrupted_by = None
+    process.save()
+    if result.action == "set_timer":
+        _cancel_timers(process)
+        _schedule_task(process, "remove" if result.timer_removes else "timeout", at=result.timer_at)
+    elif result.action == "unset_timer":
+        _cancel_timers(process)
+    else:
+        _unblock_timers(process)
+    if task.task_type == "repair" and corrupting and result.action != "set_timer":
+        # A repaired timeout runs again.
+        timeout = Task.objects.filter(task_id=corrupting, task_type="timeout").first()
+        if timeout is not None:
+            _schedule_task(process, "timeout", args=timeout.args, at=now)
+    _end_task(task, status="finished", response=result.response)
+
+
+def _failed(process: Process, task: ClaimedTask, reason: str, definition: registry.Namespace | None) -> None:
+    if task.task_type == "repair":  # the process stays as it was
+        _end_task(task, status="error", response={"error": reason})
+        return
+    if task.task_type == "timeout" and definition is not None:
+        attempts = task.attempts_count + 1
+        delay = definition.retry_policy.next_delay(
+            attempts=attempts, last_delay=task.last_retry_interval, reason=reason
+        )
+        if delay is not None:
+            _execute(
+                """
+                WITH retried AS (
+                    UPDATE dl_proc_tasks SET status = 'waiting', attempts_count = %(attempts)s,
+                        last_retry_interval = %(delay)s, scheduled_time = now() + make_interval(secs => %(delay)s),
+                        response = jsonb_build_object('error', %(reason)s::text)
+                    WHERE task_id = %(task)s
+                    RETURNING task_id, process_pk, task_type, scheduled_time
+                ),
+                unrun AS (DELETE FROM dl_proc_running WHERE task_id = %(task)s)
+                INSERT INTO dl_proc_schedule (task_id, process_pk, namespace, task_type, status, scheduled_time)
+                SELECT task_id, process_pk, %(namespace)s, task_type, 'waiting', scheduled_time FROM retried
+                """,
+                {
+                    "attempts": attempts,
+                    "delay": delay,
+                    "reason": reason,
+                    "task": task.task_id,
+                    "namespace": process.namespace,
+                },
+            )
+            return
+    _set_status(process, "error")
+    process.detail = reason
+    process.corrupted_by = task.task_id
+    process.save()
+    _cancel_scheduled(process)
+    _end_task(task, status="error", response={"error": reason}, attempts=task.attempts_count + 1)
+
+
+def zombies_collect(*, namespace: str, older_than_sec: float) -> int:
+    """Running tasks older than ``older_than_sec`` (their worker died): each process goes to
+    ``error`` (``zombie detected``), its task errs, its other tasks are cancelled."""
+    with transaction.atomic():
+        rows = _rows(
+            """
+            DELETE FROM dl_proc_running
+            WHERE namespace = %s AND running_time < now() - make_interval(secs => %s)
+            RETURNING process_pk, task_id
+            """,
+            [namespace, older_than_sec],
+        )
+        for process_pk, task_id in rows:
+            process = Process.objects.select_for_update().get(id=process_pk)
+            _set_status(process, "error")
+            process.detail = "zombie detected"
+            process.corrupted_by = task_id
+            process.save()
+            _cancel_scheduled(process)
+            Task.objects.filter(task_id=task_id).update(status="error", finished_time=timezone.now())
+            _execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task_id)])
+    return len(rows)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _check_process_id(process_id: str) -> None:
+    if not isinstance(process_id, str) or not 1 <= len(process_id) <= MAX_PROCESS_ID_CHARS or "\x00" in process_id:
+        raise InvalidInputError(f"process_id must be 1 to {MAX_PROCESS_ID_CHARS} characters, without NUL")
+
+
+def _check_json(name: str, value: Any) -> None:
+    if problem := json_problem(value):
+        raise InvalidInputError(f"{name} cannot be stored: it {problem}")
+
+
+def _locked_process(namespace: str, process_id: str) -> Process:
+    process = Process.objects.select_for_update().filter(namespace=namespace, process_id=process_id).first()
+    if process is None:
+        raise NotFoundError("process not found", code="process_not_found")
+    return process
+
+
+def _set_status(process: Process, status: str) -> None:
+    if process.status != status:
+        process.previous_status = process.status
+        process.status = status
+        process.status_changed_at = timezone.now()
+
+
+def _schedule_task(
+    process: Process, task_type: str, *, at: datetime, args=None, metadata=None, context=None, idempotency_key=None
+) -> int:
+    """A new task, waiting in the schedule from ``at``; workers of the namespace are told."""
+    task_id = _rows(
+        """
+        WITH task AS (
+            INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, args, metadata, context,
+                                       idempotency_key, last_retry_interval, attempts_count)
+            VALUES (%(process)s, %(type)s, 'waiting', %(at)s, %(args)s, %(metadata)s, %(context)s, %(key)s, 0, 0)
+            RETURNING task_id
+        ),
+        scheduled AS (
+            INSERT INTO dl_proc_schedule (task_id, process_pk, namespace, task_type, status, scheduled_time)
+            SELECT task_id, %(process)s, %(namespace)s, %(type)s, 'waiting', %(at)s FROM task
+        )
+        SELECT task_id, pg_notify(%(channel)s, %(namespace)s) FROM task
+        """,
+        {
+            "process": process.id,
+            "type": task_type,
+            "at": at,
+            "args": _dumps(args),
+            "metadata": _dumps(metadata),
+            "context": _dumps(context),
+            "key": idempotency_key,
+            "namespace": process.namespace,
+            "channel": WORK_CHANNEL,
+        },
+    )[0][0]
+    return task_id
+
+
+def _cancel_timers(process: Process) -> None:
+    _cancel_scheduled(process, types=TIMER_TYPES)
+
+
+def _cancel_scheduled(process: Process, types: tuple[str, ...] = (*CALL_TYPES, *TIMER_TYPES)) -> None:
+    rows = _rows(
+        """
+        WITH gone AS (
+            DELETE FROM dl_proc_schedule WHERE process_pk = %s AND task_type = ANY (%s) RETURNING task_id
+        )
+        UPDATE dl_proc_tasks t SET status = 'cancelled', finished_time = now() FROM gone
+        WHERE t.task_id = gone.task_id RETURNING t.task_id
+        """,
+        [process.id, list(types)],
+    )
+    for (task_id,) in rows:  # their callers stop waiting
+        _execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task_id)])
+
+
+def _unblock_timers(process: Process) -> None:
+    _execute(
+        """
+        WITH unblocked AS (
+            UPDATE dl_proc_schedule SET status = 'waiting' WHERE process_pk = %s AND status = 'blocked'
+            RETURNING task_id
+        )
+        UPDATE dl_proc_tasks t SET status = 'waiting' FROM unblocked u WHERE t.task_id = u.task_id
+        """,
+        [process.id],
+    )
+
+
+def _end_task(task: ClaimedTask, *, status: str, response: Any, attempts: int | None = None) -> None:
+    _execute(
+        """
+        WITH unrun AS (DELETE FROM dl_proc_running WHERE task_id = %s)
+        UPDATE dl_proc_tasks SET status = %s, response = %s, finished_time = now(),
+            attempts_count = coalesce(%s, attempts_count)
+        WHERE task_id = %s
+        """,
+        [task.task_id, status, _dumps(response), attempts, task.task_id],
+    )
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+__all__ = [
+    "ClaimedTask",
+    "ProcessorError",
+    "Result",
+    "StepTimeoutError",
+    "is_running_race",
+    "process_call",
+    "process_init",
+    "process_repair",
+    "process_simple_repair",
+    "result_parse",
+    "task_complete",
+    "task_remove_process",
+    "tasks_claim",
+    "zombies_collect",
+]

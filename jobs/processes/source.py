@@ -1,0 +1,187 @@
+"""Process namespaces as a work source of the runtime (``jobs.runtime``).
+
+For each namespace served, a lane of ``concurrency`` threads: the control loop claims due
+tasks into free slots (woken by NOTIFY on ``dl_proc_work`` when a task is scheduled, and by
+its own timer for the next scheduled time, never by a fixed-interval scan); a handler thread
+runs the processor and records the result in one transaction, then tells the loop.
+"""
+
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from django.db import IntegrityError
+from django.utils import timezone
+
+from jobs.processes import metrics, registry, selectors, services
+from jobs.processes.models import WORK_CHANNEL
+from jobs.runtime.database import DATABASE_ERRORS, error_extra
+from jobs.runtime.lanes import Lane
+from jobs.runtime.loop import Runtime
+
+log = logging.getLogger("jobs.processes")
+
+
+@dataclass(eq=False)
+class TaskRun:
+    namespace: registry.Namespace
+    task: services.ClaimedTask
+    claimed_at: float
+
+
+class NamespaceSource:
+    """The namespaces this worker serves: ``{name: concurrency}``."""
+
+    channels = (WORK_CHANNEL,)
+
+    def __init__(self, namespaces: dict[str, int], *, worker_name: str):
+        self.worker_name = worker_name
+        unknown = sorted(set(namespaces) - set(registry.names()))
+        if unknown:
+            raise LookupError(f"no processor is registered for namespace(s) {', '.join(unknown)}")
+        self.definitions = {name: registry.require(name) for name in namespaces}
+        self.lanes = {
+            name: Lane(
+                name,
+                concurrency,
+                execute=self._execute,
+                crashed=self._crashed,
+                report=self._report,
+                thread_prefix=f"proc-{name}",
+            )
+            for name, concurrency in namespaces.items()
+        }
+        self.runtime: Runtime | None = None
+        self._may_have_work = dict.fromkeys(namespaces, True)
+        self._next_due: dict[str, float | None] = dict.fromkeys(namespaces)
+        self._running: set[TaskRun] = set()
+        self._finished: deque[TaskRun] = deque()
+
+    # --- the runtime's interface ------------------------------------------------------
+
+    def start(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        for lane in self.lanes.values():
+            lane.start()
+        log.info("serving process namespaces", extra={"namespaces": {n: l.concurrency for n, l in self.lanes.items()}})
+
+    def stop(self) -> None:
+        for lane in self.lanes.values():
+            lane.stop()
+
+    def recheck(self) -> None:
+        self._may_have_work = dict.fromkeys(self.lanes, True)
+
+    def notified(self, channel: str, payload: str) -> None:
+        if payload in self._may_have_work:
+            self._may_have_work[payload] = True
+
+    def collect(self) -> None:
+        while self._finished:
+            run = self._finished.popleft()
+            self._running.discard(run)
+            self.lanes[run.namespace.name].release()
+            # The process may have a call waiting or a timer due now.
+            self._may_have_work[run.namespace.name] = True
+
+    def pending(self) -> bool:
+        return bool(self._finished)
+
+    def deadline(self, now: float, stopping: bool) -> float | None:
+        if stopping:
+            return None
+        deadlines = [
+            now if self._may_have_work[name] else self._next_due[name]
+            for name, lane in self.lanes.items()
+            if lane.free > 0
+        ]
+        deadlines = [due for due in deadlines if due is not None]
+        return min(deadlines, default=None)
+
+    def step(self, now: float, stopping: bool) -> None:
+        if stopping:
+            return
+        for name, lane in self.lanes.items():
+            due = self._next_due[name]
+            if due is not None and due <= now:
+                self._next_due[name], self._may_have_work[name] = None, True
+            limit = lane.free
+            if not self._may_have_work[name] or limit <= 0:
+                continue
+            started = time.perf_counter()
+            try:
+                tasks = services.tasks_claim(namespace=name, limit=limit, worker=self.worker_name)
+            except IntegrityError as exc:
+                if services.is_running_race(exc):
+                    continue  # another worker started a task of the same process: claim again
+                raise
+            metrics.CALLS_SCANNING.labels(namespace=name).observe((time.perf_counter() - started) * 1000)
+            for task in tasks:
+                run = TaskRun(self.definitions[name], task, time.monotonic())
+                self._running.add(run)
+                lane.submit(run)
+            if len(tasks) < limit:  # took all that is due: sleep until the next one is
+                self._may_have_work[name] = False
+                started = time.perf_counter()
+                self._schedule_next_due(name)
+                metrics.TIMERS_SCANNING.labels(namespace=name).observe((time.perf_counter() - started) * 1000)
+
+    def in_flight(self) -> int:
+        return len(self._running)
+
+    def finish(self, release: bool) -> None:
+        """Tasks still running after the shutdown timeout stay in dl_proc_running: the zombie
+        collector puts their processes in error, as for a killed worker."""
+
+    # --- handler threads ----------------------------------------------------------------
+
+    def _execute(self, run: TaskRun) -> None:
+        task, definition = run.task, run.namespace
+        if task.task_type == "remove":
+            started = time.perf_counter()
+            services.task_remove_process(task=task, namespace=definition.name)
+            metrics.PROCESS_REMOVING.labels(namespace=definition.name).observe((time.perf_counter() - started) * 1000)
+            return
+        started = time.perf_counter()
+        process = selectors.process_by_pk(task.process_pk)
+        if process is None:
+            return
+        view = selectors.process_view(process, definition.history_range)
+        metrics.REQUEST_PREPARING.labels(namespace=definition.name, task_type=task.task_type).observe(
+            (time.perf_counter() - started) * 1000
+        )
+        started = time.perf_counter()
+        try:
+            outcome = services.result_parse(definition.processor(task.task_type, task.args, view))
+        except Exception as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+        metrics.TASK_PROCESSING.labels(namespace=definition.name, task_type=task.task_type).observe(
+            (time.perf_counter() - started) * 1000
+        )
+        started = time.perf_counter()
+        completion = services.task_complete(task=task, namespace=definition.name, outcome=outcome)
+        metrics.TASK_COMPLETION.labels(namespace=definition.name, completion_type=completion).observe(
+            (time.perf_counter() - started) * 1000
+        )
+
+    def _crashed(self, run: TaskRun, exc: BaseException) -> None:
+        """The processor raised BaseException or recording failed: record it as the task's error."""
+        log.error("a task ended without a result", extra={**error_extra(exc), "task_id": run.task.task_id})
+        try:
+            services.task_complete(task=run.task, namespace=run.namespace.name, outcome=f"{type(exc).__name__}")
+        except DATABASE_ERRORS as db_exc:  # the zombie collector will see to it
+            log.error("could not record a task's error", extra=error_extra(db_exc, task_id=run.task.task_id))
+
+    def _report(self, run: TaskRun, _outcome) -> None:
+        self._finished.append(run)
+        self.runtime.wake()
+
+    # --- timers ------------------------------------------------------------------------
+
+    def _schedule_next_due(self, name: str) -> None:
+        soonest = selectors.next_scheduled_time(namespace=name)
+        if soonest is None:
+            self._next_due[name] = None
+        else:
+            self._next_due[name] = time.monotonic() + max(0.0, (soonest - timezone.now()).total_seconds())

@@ -1,0 +1,47 @@
+"""Processors for the processes tests; runworker subprocesses load them with --processors."""
+
+import threading
+import time
+from collections import Counter
+
+from jobs.processes.registry import RetryPolicy, namespace
+
+RETRIES = RetryPolicy(initial_timeout=0.1, backoff_coefficient=2.0, max_attempts=3, non_retryable_errors=("fatal",))
+running = Counter()  # tasks running now per process id (to see that none overlap)
+overlaps: list[str] = []
+_lock = threading.Lock()
+
+
+def run_script(task_type, args, process):
+    """Does what the task's script says: init/call/repair scripts are their args; a timeout
+    takes the next script from aux_state["on_timeout"] (a list), whose rest it keeps.
+
+    Script keys: events, action, response, aux_state, metadata (returned as they are), sleep
+    (seconds to take), error (returned as the error), raise (raised).
+    """
+    with _lock:
+        running[process.process_id] += 1
+        if running[process.process_id] > 1:
+            overlaps.append(process.process_id)
+    try:
+        if task_type == "timeout":
+            queue = list((process.aux_state or {}).get("on_timeout", []))
+            script = queue.pop(0) if queue else {}
+            script = {"aux_state": {**(process.aux_state or {}), "on_timeout": queue}, **script}
+        else:
+            script = dict(args or {})
+        time.sleep(script.pop("sleep", 0))
+        if "raise" in script:
+            raise RuntimeError(script["raise"])
+        if "error" in script:
+            return {"error": script["error"]}
+        if task_type == "repair" and "response" not in script:
+            script["response"] = {"repaired": True}
+        return script
+    finally:
+        with _lock:
+            running[process.process_id] -= 1
+
+
+namespace("test.scripted", retry_policy=RETRIES, process_step_timeout=5.0)(run_script)
+namespace("test.quick", retry_policy=RETRIES, process_step_timeout=0.5)(run_script)
