@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/v1/docs", views.DocsView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/pipeline/", include("tracking.api.urls")),
     path("api/v1/", include("jobs.api.urls")),
+    path("api/v1/", include("jobs.processes.api.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -1,19 +1,24 @@
 """Reads of durable processes: a process with its history, and its full trace."""
 
 import time
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from jobs.processes.models import TASK_DONE_CHANNEL, Event, Process, Schedule, Task
+from django.db.models import Count
+from django.utils import timezone
+
+from jobs.processes.models import TASK_DONE_CHANNEL, Event, Process, Running, Schedule, Task
 from jobs.processes.registry import ProcessView, require
 from pipeline_project.core.errors import ApplicationError, InvalidInputError, NotFoundError
-from pipeline_project.core.notifications import blocking_hub
+from pipeline_project.core.notifications import blocking_hub, waiting_resources
 
 DIRECTIONS = ("forward", "backward")
 ENDED = ("finished", "error", "cancelled")
 
 
 class StepTimeoutError(ApplicationError):
-    status_code = 504
+    status = 504
     code = "timeout"
 
 
@@ -29,6 +34,24 @@ def wait_for_task(task_id: int, *, timeout: float) -> Task | None:
             if left <= 0:
                 raise StepTimeoutError("timeout")
             subscription.wait_blocking(min(left, 5.0))  # re-read now and then: a NOTIFY may be lost
+
+
+async def wait_for_task_async(task_id: int, *, timeout: float) -> Task | None:
+    """``wait_for_task`` for async views: on the event loop, holding no thread or connection while it waits."""
+    deadline = time.monotonic() + timeout
+    async with waiting_resources() as resources:
+        async with resources.hub.subscribe(TASK_DONE_CHANNEL, [str(task_id)]) as subscription:
+            while True:
+                async with resources.pool.connection() as conn:
+                    row = await (
+                        await conn.execute("SELECT status FROM dl_proc_tasks WHERE task_id = %s", [task_id])
+                    ).fetchone()
+                if row is None or row[0] in ENDED:
+                    return await Task.objects.filter(task_id=task_id).afirst()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StepTimeoutError("timeout")
+                await subscription.wait(min(left, 5.0))
 
 
 def history_range_clean(history_range: dict | None) -> dict:
@@ -87,15 +110,32 @@ def process_view(process: Process, history_range: dict | None = None) -> Process
     )
 
 
-def process_get(*, namespace: str, process_id: str, history_range: dict | None = None) -> dict[str, Any]:
-    """The process with its history in ``history_range``; while it is in ``init``, waits for init to end."""
+@dataclass(frozen=True)
+class PreparedTask:
+    """A client's task in the schedule: wait for its end for up to ``timeout`` seconds."""
+
+    task_id: int
+    timeout: float
+
+
+def init_in_progress(*, namespace: str, process_id: str) -> PreparedTask | None:
+    """The init task to wait for while the process is in ``init`` (404 if there is no such process)."""
     definition = require(namespace)
     process = _process(namespace, process_id)
-    if process.status == "init":
-        init = Task.objects.filter(process=process, task_type="init").order_by("task_id").first()
-        if init is not None:
-            wait_for_task(init.task_id, timeout=definition.process_step_timeout)
-        process = _process(namespace, process_id)
+    if process.status != "init":
+        return None
+    init = Task.objects.filter(process=process, task_type="init").order_by("task_id").first()
+    return None if init is None else PreparedTask(init.task_id, definition.process_step_timeout)
+
+
+def process_get(
+    *, namespace: str, process_id: str, history_range: dict | None = None, wait_for_init: bool = True
+) -> dict[str, Any]:
+    """The process with its history in ``history_range``; while it is in ``init``, waits for init to end."""
+    require(namespace)
+    if wait_for_init and (init := init_in_progress(namespace=namespace, process_id=process_id)):
+        wait_for_task(init.task_id, timeout=init.timeout)
+    process = _process(namespace, process_id)
     view = process_view(process, history_range)
     return {
         "namespace": namespace,
@@ -159,3 +199,40 @@ def _process(namespace: str, process_id: str) -> Process:
     if process is None:
         raise NotFoundError("process not found", code="process_not_found")
     return process
+
+
+def namespace_health(*, namespace: str) -> dict[str, Any]:
+    """A registered namespace's health (404 for an unknown one)."""
+    require(namespace)
+    return {**namespace_counts(namespace=namespace), "status": "ok"}
+
+
+def namespace_counts(*, namespace: str) -> dict[str, Any]:
+    """A namespace's processes by status, tasks running now and timers due within the hour."""
+    counts = dict.fromkeys(("init", "running", "error"), 0)
+    counts.update(
+        Process.objects.filter(namespace=namespace).values("status").annotate(n=Count("id")).values_list("status", "n")
+    )
+    return {
+        "namespace": namespace,
+        "processes": counts,
+        "running_tasks": Running.objects.filter(namespace=namespace).count(),
+        "timers_due_next_hour": _timers(namespace=namespace, within_sec=3600).count(),
+    }
+
+
+def timers_due(*, within_sec: float, limit: int) -> list[dict[str, Any]]:
+    """Timers (timeout, remove) due within ``within_sec``, soonest first, over every namespace."""
+    return list(
+        _timers(within_sec=within_sec)
+        .order_by("scheduled_time")
+        .values("namespace", "process__process_id", "task_type", "status", "scheduled_time", "task_id")[:limit]
+    )
+
+
+def _timers(*, within_sec: float, **filters):
+    return Schedule.objects.filter(
+        task_type__in=("timeout", "remove"),
+        scheduled_time__lte=timezone.now() + timedelta(seconds=within_sec),
+        **filters,
+    )

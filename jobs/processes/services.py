@@ -27,7 +27,7 @@ from jobs.processes.models import (
     Process,
     Task,
 )
-from jobs.processes.selectors import StepTimeoutError, wait_for_task
+from jobs.processes.selectors import PreparedTask, StepTimeoutError, wait_for_task
 from jobs.services._db import _execute, _json, _rows
 from pipeline_project.core.errors import ApplicationError, ConflictError, InvalidInputError, NotFoundError
 from pipeline_project.core.storable import json_problem
@@ -36,7 +36,7 @@ from pipeline_project.core.storable import json_problem
 class ProcessorError(ApplicationError):
     """The processor answered a call (or init, or repair) with an error; ``reason`` is its answer."""
 
-    status_code = 422
+    status = 422
     code = "processor_error"
 
 
@@ -56,6 +56,34 @@ class ClaimedTask:
 
 def process_init(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
     """Create a process and run its init task; return the processor's response."""
+    task = process_init_prepare(namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key)
+    return task_result(wait_for_task(task.task_id, timeout=task.timeout))
+
+
+def process_call(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
+    """Run a call on a running process and return the processor's response.
+
+    A call that arrives while another task of the process runs waits for it and runs next,
+    before any timer; the process's timers are blocked until the call has run.
+    """
+    task = process_task_prepare(
+        "call", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
+    )
+    return task_result(wait_for_task(task.task_id, timeout=task.timeout))
+
+
+def process_repair(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
+    """Run the processor with task type ``repair`` on a process in ``error``."""
+    task = process_task_prepare(
+        "repair", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
+    )
+    return task_result(wait_for_task(task.task_id, timeout=task.timeout))
+
+
+def process_init_prepare(
+    *, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None
+) -> PreparedTask:
+    """A new process with its init task waiting (or the task an idempotency key names)."""
     definition = registry.require(namespace)
     _check_process_id(process_id)
     _check_json("args", args)
@@ -74,23 +102,45 @@ def process_init(*, namespace: str, process_id: str, args: Any = None, idempoten
                 if "ux_dl_processes_ns_id" in str(exc):
                     raise ConflictError("process already exists", code="process_exists") from None
                 raise
-    return _result(wait_for_task(task_id, timeout=definition.process_step_timeout))
+    return PreparedTask(task_id, definition.process_step_timeout)
 
 
-def process_call(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
-    """Run a call on a running process and return the processor's response.
-
-    A call that arrives while another task of the process runs waits for it and runs next,
-    before any timer; the process's timers are blocked until the call has run.
-    """
-    return _client_task("call", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key)
-
-
-def process_repair(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
-    """Run the processor with task type ``repair`` on a process in ``error``."""
-    return _client_task(
-        "repair", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
-    )
+def process_task_prepare(
+    task_type: str, *, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None
+) -> PreparedTask:
+    """A call (on a running process) or repair (on one in error) waiting in the schedule, or
+    the task an idempotency key names. A call blocks the process's timers until it has run
+    (then its result sets, cancels or unblocks them)."""
+    definition = registry.require(namespace)
+    _check_json("args", args)
+    task_id = _replayed(idempotency_key)
+    if task_id is None:
+        try:
+            with transaction.atomic():
+                process = _locked_process(namespace, process_id)
+                wanted = "error" if task_type == "repair" else "running"
+                if process.status != wanted:
+                    raise ConflictError(f"process is {process.status}", code=f"process_{process.status}")
+                task_id = _schedule_task(
+                    process, task_type, args=args, idempotency_key=idempotency_key, at=timezone.now()
+                )
+                _execute(
+                    """
+                    WITH blocked AS (
+                        UPDATE dl_proc_schedule SET status = 'blocked'
+                        WHERE process_pk = %s AND status = 'waiting' AND task_type IN ('timeout', 'remove')
+                        RETURNING task_id
+                    )
+                    UPDATE dl_proc_tasks t SET status = 'blocked', blocked_task = %s
+                    FROM blocked b WHERE t.task_id = b.task_id
+                    """,
+                    [process.id, task_id],
+                )
+        except IntegrityError:
+            task_id = _replayed(idempotency_key)
+            if task_id is None:
+                raise
+    return PreparedTask(task_id, definition.process_step_timeout)
 
 
 def process_simple_repair(*, namespace: str, process_id: str, context: Any = None) -> None:
@@ -121,47 +171,14 @@ def process_simple_repair(*, namespace: str, process_id: str, context: Any = Non
         process.save()
 
 
-def _client_task(task_type: str, *, namespace, process_id, args, idempotency_key) -> Any:
-    definition = registry.require(namespace)
-    _check_json("args", args)
-    task_id = _replayed(idempotency_key)
-    if task_id is None:
-        try:
-            with transaction.atomic():
-                process = _locked_process(namespace, process_id)
-                wanted = "error" if task_type == "repair" else "running"
-                if process.status != wanted:
-                    raise ConflictError(f"process is {process.status}", code=f"process_{process.status}")
-                task_id = _schedule_task(
-                    process, task_type, args=args, idempotency_key=idempotency_key, at=timezone.now()
-                )
-                # Timers wait until the call has run (then its result sets, cancels or unblocks them).
-                _execute(
-                    """
-                    WITH blocked AS (
-                        UPDATE dl_proc_schedule SET status = 'blocked'
-                        WHERE process_pk = %s AND status = 'waiting' AND task_type IN ('timeout', 'remove')
-                        RETURNING task_id
-                    )
-                    UPDATE dl_proc_tasks t SET status = 'blocked', blocked_task = %s
-                    FROM blocked b WHERE t.task_id = b.task_id
-                    """,
-                    [process.id, task_id],
-                )
-        except IntegrityError:
-            task_id = _replayed(idempotency_key)
-            if task_id is None:
-                raise
-    return _result(wait_for_task(task_id, timeout=definition.process_step_timeout))
-
-
 def _replayed(idempotency_key: str | None) -> int | None:
     if idempotency_key is None:
         return None
     return Task.objects.filter(idempotency_key=idempotency_key).values_list("task_id", flat=True).first()
 
 
-def _result(task: Task | None) -> Any:
+def task_result(task: Task | None) -> Any:
+    """A client task's answer: the processor's response, or the error it amounts to."""
     if task is None:  # the task removed its own process
         return "ok"
     if task.status == "finished":
@@ -544,17 +561,21 @@ def _dumps(value: Any) -> str | None:
 
 __all__ = [
     "ClaimedTask",
+    "PreparedTask",
     "ProcessorError",
     "Result",
     "StepTimeoutError",
     "is_running_race",
     "process_call",
     "process_init",
+    "process_init_prepare",
     "process_repair",
     "process_simple_repair",
+    "process_task_prepare",
     "result_parse",
     "task_complete",
     "task_remove_process",
+    "task_result",
     "tasks_claim",
     "zombies_collect",
 ]

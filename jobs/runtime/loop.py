@@ -150,6 +150,7 @@ class Runtime:
                 self._take_notifications()
             self._sweep_if_due()
             now = time.monotonic()
+            stopping = self.stop_requested.is_set()  # asked during the wait: claim nothing more
             for source in self.sources:
                 source.step(now, stopping)
             self._failures = 0

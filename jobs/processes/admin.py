@@ -1,0 +1,109 @@
+"""Processes in the admin: browse, filter, read a process's history and tasks, repair it."""
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.template.response import TemplateResponse
+from django.urls import path
+
+from jobs.processes import registry, selectors, services
+from jobs.processes.models import Event, Process, Task
+from pipeline_project.core.admin import ReadOnlyAdminMixin
+from pipeline_project.core.errors import ApplicationError
+
+
+class TaskInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = Task
+    fields = [
+        "task_id",
+        "task_type",
+        "status",
+        "scheduled_time",
+        "running_time",
+        "finished_time",
+        "args",
+        "response",
+        "attempts_count",
+    ]
+    readonly_fields = fields
+    ordering = ["task_id"]
+    extra = 0
+    can_delete = False
+
+
+class EventInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = Event
+    fields = ["event_id", "task", "timestamp", "payload", "metadata"]
+    readonly_fields = fields
+    ordering = ["event_id"]
+    extra = 0
+    can_delete = False
+
+
+@admin.register(Process)
+class ProcessAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Processes change only through their processors and the repair actions below."""
+
+    list_display = ["process_id", "namespace", "status", "previous_status", "status_changed_at", "detail", "created_at"]
+    list_filter = ["status", "namespace"]
+    search_fields = ["=process_id"]
+    search_help_text = "Exact process id"
+    ordering = ["-id"]
+    list_per_page = 100
+    show_full_result_count = False
+    inlines = [TaskInline, EventInline]
+    actions = ["repair_processes", "simple_repair_processes"]
+    change_list_template = "admin/processes/process/change_list.html"
+
+    @admin.action(permissions=["repair"], description="Repair through the processor (task type repair)")
+    def repair_processes(self, request, queryset):
+        self._each(
+            request,
+            queryset,
+            "repair scheduled",
+            lambda p: services.process_task_prepare("repair", namespace=p.namespace, process_id=p.process_id),
+        )
+
+    @admin.action(permissions=["repair"], description="Simple repair (back to running; a corrupting timer runs again)")
+    def simple_repair_processes(self, request, queryset):
+        self._each(
+            request,
+            queryset,
+            "set running",
+            lambda p: services.process_simple_repair(namespace=p.namespace, process_id=p.process_id),
+        )
+
+    def _each(self, request, queryset, done: str, act) -> None:
+        changed, refused = 0, []
+        skipped = queryset.exclude(status="error").count()
+        for process in list(queryset.filter(status="error")):
+            try:
+                act(process)
+                changed += 1
+            except ApplicationError as error:
+                refused.append(f"{process}: {error.message}")
+        self.message_user(request, f"{changed} process(es) {done}; {skipped} not in error left alone.")
+        for message in refused:
+            self.message_user(request, message, messages.WARNING)
+
+    def get_urls(self):
+        return [
+            path(
+                "namespaces/",
+                self.admin_site.admin_view(self.namespaces_view),
+                name="processes_process_namespaces",
+            ),
+            *super().get_urls(),
+        ]
+
+    def namespaces_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        names = sorted(set(registry.names()) | set(Process.objects.values_list("namespace", flat=True).distinct()))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Process namespaces",
+            "namespaces": [selectors.namespace_counts(namespace=name) for name in names],
+            "timers": selectors.timers_due(within_sec=3600, limit=200),
+        }
+        return TemplateResponse(request, "admin/processes/namespaces.html", context)

@@ -1,0 +1,121 @@
+"""``/api/v1/processes/{namespace}/{process_id}/...``: thin views over the processes' services.
+
+init, call and repair are async views (adrf): the task is put in the schedule in a thread,
+then the request waits for its end on the event loop (a NOTIFY through the process's
+notification hub), holding no thread and no database connection while the processor runs.
+"""
+
+from adrf.views import APIView
+from asgiref.sync import sync_to_async
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+
+from jobs.processes import selectors, services
+from jobs.processes.api import serializers as s
+from jobs.processes.models import Process
+from pipeline_project.core.schema import error_responses
+from pipeline_project.core.validation import validated
+
+
+class ProcessView(APIView):
+    permission_model = Process
+
+
+class ProcessTaskView(ProcessView):
+    """A client task: put it in the schedule, then wait for the processor's answer."""
+
+    post_permission = "change"
+    task_type: str
+
+    def prepare(self, namespace: str, process_id: str, body: dict) -> selectors.PreparedTask:
+        return services.process_task_prepare(self.task_type, namespace=namespace, process_id=process_id, **body)
+
+    async def post(self, request, namespace, process_id):
+        body = validated(s.TaskRequestSerializer, request.data)
+        task = await sync_to_async(self.prepare)(namespace, process_id, body)
+        ended = await selectors.wait_for_task_async(task.task_id, timeout=task.timeout)
+        response = await sync_to_async(services.task_result)(ended)
+        return Response({"response": response})
+
+
+_TASK_SCHEMA = {
+    "request": s.TaskRequestSerializer,
+    "responses": {
+        200: s.ResponseSerializer,
+        **error_responses(
+            **{
+                "409": "process already exists, or is not in the status the task needs (process is error / init / running)",
+                "422": "The processor answered with an error (details.reason)",
+                "504": "No answer within the namespace's process_step_timeout (the task still runs)",
+            }
+        ),
+    },
+}
+
+
+class ProcessInitView(ProcessTaskView):
+    post_permission = "add"
+
+    def prepare(self, namespace, process_id, body):
+        return services.process_init_prepare(namespace=namespace, process_id=process_id, **body)
+
+    @extend_schema(**_TASK_SCHEMA, summary="Start a process: run its init task and answer the processor's response")
+    async def post(self, request, namespace, process_id):
+        return await super().post(request, namespace, process_id)
+
+
+class ProcessCallView(ProcessTaskView):
+    task_type = "call"
+
+    @extend_schema(**_TASK_SCHEMA, summary="Call a running process and answer the processor's response")
+    async def post(self, request, namespace, process_id):
+        return await super().post(request, namespace, process_id)
+
+
+class ProcessRepairView(ProcessTaskView):
+    task_type = "repair"
+
+    @extend_schema(**_TASK_SCHEMA, summary="Repair a process in error through its processor")
+    async def post(self, request, namespace, process_id):
+        return await super().post(request, namespace, process_id)
+
+
+class ProcessSimpleRepairView(ProcessView):
+    post_permission = "change"
+
+    @extend_schema(
+        request=s.SimpleRepairSerializer, responses=s.ResponseSerializer, summary="Set a process in error running again"
+    )
+    def post(self, request, namespace, process_id):
+        body = validated(s.SimpleRepairSerializer, request.data)
+        services.process_simple_repair(namespace=namespace, process_id=process_id, **body)
+        return Response({"response": "ok"})
+
+
+class ProcessGetView(ProcessView):
+    @extend_schema(
+        parameters=[s.RangeQuerySerializer], responses=s.ProcessSerializer, summary="A process with its history"
+    )
+    async def get(self, request, namespace, process_id):
+        history_range = validated(s.RangeQuerySerializer, request.query_params)
+        init = await sync_to_async(selectors.init_in_progress)(namespace=namespace, process_id=process_id)
+        if init is not None:  # wait for init to end, on the event loop
+            await selectors.wait_for_task_async(init.task_id, timeout=init.timeout)
+        found = await sync_to_async(selectors.process_get)(
+            namespace=namespace, process_id=process_id, history_range=history_range, wait_for_init=False
+        )
+        return Response(s.ProcessSerializer(found).data)
+
+
+class ProcessTraceView(ProcessView):
+    @extend_schema(responses=s.TraceSerializer, summary="Every task of a process, with its events")
+    def get(self, request, namespace, process_id):
+        return Response({"tasks": selectors.process_trace(namespace=namespace, process_id=process_id)})
+
+
+class NamespaceHealthView(ProcessView):
+    @extend_schema(
+        responses=s.NamespaceHealthSerializer, summary="A namespace's health: processes by status, timers due"
+    )
+    def get(self, request, namespace):
+        return Response(s.NamespaceHealthSerializer(selectors.namespace_health(namespace=namespace)).data)

@@ -1,0 +1,57 @@
+"""/api/v1/processes over HTTP (the test client), with a real worker runtime serving the namespaces."""
+
+import uuid
+
+import pytest
+
+from tests.conftest import ALL_DATABASES_COMMITTED
+from tests.jobs.processes.helpers import serving
+
+pytestmark = ALL_DATABASES_COMMITTED
+BASE = "/api/v1/processes/test.scripted"
+
+
+def new_id() -> str:
+    return f"p-{uuid.uuid4().hex[:12]}"
+
+
+def test_init_call_get_and_trace(api):
+    pid = new_id()
+    with serving():
+        started = api.post(f"{BASE}/{pid}/init", {"args": {"events": ["a"], "response": {"hello": 1}}}, format="json")
+        called = api.post(f"{BASE}/{pid}/call", {"args": {"events": ["b"]}}, format="json")
+        again = api.post(f"{BASE}/{pid}/init", {}, format="json")
+
+    assert (started.status_code, started.json()) == (200, {"response": {"hello": 1}})
+    assert (called.status_code, called.json()) == (200, {"response": "ok"})
+    assert again.status_code == 409 and again.json()["message"] == "process already exists"
+    got = api.get(f"{BASE}/{pid}", {"offset": 1, "limit": 5})
+    assert got.status_code == 200
+    body = got.json()
+    assert (body["status"], body["last_event_id"], [e["payload"] for e in body["history"]]) == ("running", 2, ["b"])
+    trace = api.get(f"{BASE}/{pid}/trace").json()["tasks"]
+    assert [(t["task_type"], t["status"]) for t in trace] == [("init", "finished"), ("call", "finished")]
+    health = api.get(f"{BASE}/health").json()
+    assert health["processes"]["running"] >= 1 and health["status"] == "ok"
+
+
+def test_errors_are_in_the_error_shape_with_progressors_messages(api):
+    pid = new_id()
+    with serving():
+        assert api.post(f"{BASE}/{pid}/init", {}, format="json").status_code == 200
+        failed = api.post(f"{BASE}/{pid}/call", {"args": {"error": "boom"}}, format="json")
+        in_error = api.post(f"{BASE}/{pid}/call", {}, format="json")
+        slow = api.post(f"/api/v1/processes/test.quick/{new_id()}/init", {"args": {"sleep": 1.5}}, format="json")
+
+    assert failed.status_code == 422 and failed.json()["details"]["reason"] == {"error": "boom"}
+    assert (in_error.status_code, in_error.json()["message"]) == (409, "process is error")
+    assert (slow.status_code, slow.json()["code"]) == (504, "timeout")
+    assert api.post(f"/api/v1/processes/nope/{pid}/call", {}, format="json").json()["message"] == "namespace not found"
+    assert api.post(f"{BASE}/{new_id()}/call", {}, format="json").json()["message"] == "process not found"
+    assert api.get(f"{BASE}/{pid}", {"direction": "sideways"}).status_code == 400
+    assert api.post(f"{BASE}/{pid}/call", {"argz": 1}, format="json").status_code == 400
+
+
+@pytest.mark.parametrize("path", ["health", "p/trace", "p"])
+def test_reads_need_a_token(anonymous, path):
+    assert anonymous.get(f"{BASE}/{path}").status_code == 401
