@@ -5,11 +5,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
-from jobs.processes.models import TASK_DONE_CHANNEL, Event, Process, Running, Schedule, Task
+from jobs.processes.models import TASK_DONE_CHANNEL, Process, Running, Schedule, Task
 from jobs.processes.registry import ProcessView, require
+from jobs.services._db import _json
 from pipeline_project.core.errors import ApplicationError, InvalidInputError, NotFoundError
 from pipeline_project.core.notifications import blocking_hub, waiting_resources
 
@@ -70,46 +72,6 @@ def history_range_clean(history_range: dict | None) -> dict:
     return history_range
 
 
-def history(process: Process, history_range: dict | None = None) -> list[dict]:
-    history_range = history_range_clean(history_range)
-    events = Event.objects.filter(process=process)
-    offset, limit = history_range.get("offset"), history_range.get("limit")
-    if history_range.get("direction", "forward") == "backward":
-        if offset:
-            events = events.filter(event_id__lt=offset)
-        events = events.order_by("-event_id")
-    else:
-        if offset:
-            events = events.filter(event_id__gt=offset)
-        events = events.order_by("event_id")
-    if limit is not None:
-        events = events[:limit]
-    return [
-        {
-            "event_id": event.event_id,
-            "task_id": event.task_id,
-            "timestamp": event.timestamp.isoformat(),
-            "metadata": event.metadata,
-            "payload": event.payload,
-        }
-        for event in events
-    ]
-
-
-def process_view(process: Process, history_range: dict | None = None) -> ProcessView:
-    return ProcessView(
-        process_id=process.process_id,
-        namespace=process.namespace,
-        status=process.status,
-        detail=process.detail,
-        aux_state=process.aux_state,
-        metadata=process.metadata,
-        history=history(process, history_range),
-        last_event_id=process.last_event_id,
-        range=history_range_clean(history_range),
-    )
-
-
 @dataclass(frozen=True)
 class PreparedTask:
     """A client's task in the schedule: wait for its end for up to ``timeout`` seconds."""
@@ -136,7 +98,7 @@ def process_get(
     if wait_for_init and (init := init_in_progress(namespace=namespace, process_id=process_id)):
         wait_for_task(init.task_id, timeout=init.timeout)
     process = _process(namespace, process_id)
-    view = process_view(process, history_range)
+    view = process_view_by_pk(process.id, history_range)
     return {
         "namespace": namespace,
         "process_id": view.process_id,
@@ -158,7 +120,7 @@ def process_trace(*, namespace: str, process_id: str) -> list[dict[str, Any]]:
     require(namespace)
     process = _process(namespace, process_id)
     events: dict[int, list[dict]] = {}
-    for event in history(process):
+    for event in process_view_by_pk(process.id).history:
         events.setdefault(event["task_id"], []).append(event)
     return [
         {
@@ -180,8 +142,43 @@ def process_trace(*, namespace: str, process_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def process_by_pk(pk: int) -> Process | None:
-    return Process.objects.filter(id=pk).first()
+def process_view_by_pk(pk: int, history_range: dict | None = None) -> ProcessView | None:
+    """What a processor gets, in one statement (the worker's hot path): the process and its
+    history in ``history_range`` (None: the process was removed)."""
+    history_range = history_range_clean(history_range)
+    backward = history_range.get("direction") == "backward"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT p.process_id, p.namespace, p.status, p.detail, p.aux_state, p.metadata, p.last_event_id,
+                   (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                               'event_id', e.event_id, 'task_id', e.task_id, 'timestamp', e.timestamp,
+                               'metadata', e.metadata, 'payload', e.payload) ORDER BY e.n), '[]'::jsonb)
+                    FROM (SELECT *, row_number() OVER () AS n FROM (
+                              SELECT * FROM dl_proc_events
+                              WHERE process_pk = p.id
+                                AND (coalesce(%(offset)s, 0) = 0 OR event_id {"<" if backward else ">"} %(offset)s)
+                              ORDER BY event_id {"DESC" if backward else "ASC"} LIMIT %(limit)s
+                          ) AS ranged) AS e)
+            FROM dl_processes p WHERE p.id = %(pk)s
+            """,
+            {"pk": pk, "offset": history_range.get("offset"), "limit": history_range.get("limit")},
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    process_id, namespace, status, detail, aux_state, metadata, last_event_id, events = row
+    return ProcessView(
+        process_id=process_id,
+        namespace=namespace,
+        status=status,
+        detail=detail,
+        aux_state=_json(aux_state),
+        metadata=_json(metadata),
+        history=_json(events),
+        last_event_id=last_event_id,
+        range=history_range,
+    )
 
 
 def next_scheduled_time(*, namespace: str):

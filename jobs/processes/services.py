@@ -171,6 +171,90 @@ def process_simple_repair(*, namespace: str, process_id: str, context: Any = Non
         process.save()
 
 
+def process_put(*, namespace: str, process_id: str, process: dict, action: Any = None) -> None:
+    """Import a process as it was elsewhere: its status, detail, aux_state, metadata and history
+    (events with their ids), recorded as one finished ``init`` task (metadata ``kind: put``),
+    and optionally an action: ``{"set_timer": ..., "remove": true?}`` or ``"remove"``."""
+    registry.require(namespace)
+    _check_process_id(process_id)
+    imported = _put_problems(process, action)
+    with transaction.atomic():
+        now = timezone.now()
+        try:
+            with transaction.atomic():
+                row = Process.objects.create(
+                    namespace=namespace,
+                    process_id=process_id,
+                    status=imported["status"],
+                    detail=imported["detail"],
+                    aux_state=imported["aux_state"],
+                    metadata=imported["metadata"],
+                    last_event_id=max((event["event_id"] for event in imported["history"]), default=0),
+                    status_changed_at=now,
+                    created_at=now,
+                )
+        except IntegrityError:
+            raise ConflictError("process already exists", code="process_exists") from None
+        task = Task.objects.create(
+            process=row,
+            task_type="init",
+            status="finished",
+            scheduled_time=now,
+            running_time=now,
+            finished_time=now,
+            metadata={"kind": "put"},
+            response="ok",
+        )
+        _execute(
+            """
+            INSERT INTO dl_proc_events (process_pk, task_id, event_id, timestamp, payload, metadata)
+            SELECT %s, %s, (e ->> 'event_id')::int, coalesce((e ->> 'timestamp')::timestamptz, now()),
+                   e -> 'payload', e -> 'metadata'
+            FROM jsonb_array_elements(%s::jsonb) AS e
+            """,
+            [row.id, task.task_id, _dumps(imported["history"])],
+        )
+        if action == "remove":
+            row.delete()
+        elif imported["timer_at"] is not None:
+            _schedule_task(row, "remove" if imported["timer_removes"] else "timeout", at=imported["timer_at"])
+
+
+def _put_problems(process: Any, action: Any) -> dict:
+    """A put's process and action, checked (400 naming what is wrong)."""
+    if not isinstance(process, dict) or set(process) - {"status", "detail", "aux_state", "metadata", "history"}:
+        raise InvalidInputError("process must be an object with status, detail, aux_state, metadata, history")
+    status = process.get("status", "running")
+    if status not in ("init", "running", "error"):
+        raise InvalidInputError("process status must be init, running or error")
+    history = process.get("history") or []
+    ids = [event.get("event_id") if isinstance(event, dict) else None for event in history]
+    if any(isinstance(i, bool) or not isinstance(i, int) or i < 1 for i in ids) or len(set(ids)) != len(ids):
+        raise InvalidInputError("each history event needs a distinct positive integer event_id")
+    for event in history:
+        if set(event) - {"event_id", "timestamp", "payload", "metadata"}:
+            raise InvalidInputError("history events have event_id, timestamp, payload and metadata only")
+        if "timestamp" in event and _timer_time(event["timestamp"]) is None:
+            raise InvalidInputError("event timestamps are ISO 8601 with a time zone")
+    _check_json("process", process)
+    timer_at, removes = None, False
+    if isinstance(action, dict) and "set_timer" in action and set(action) <= {"set_timer", "remove"}:
+        timer_at, removes = _timer_time(action["set_timer"]), bool(action.get("remove"))
+        if timer_at is None:
+            raise InvalidInputError("set_timer is seconds from now or an ISO 8601 time with a time zone")
+    elif action not in (None, "remove"):
+        raise InvalidInputError('action is {"set_timer": ..., "remove": true?} or "remove"')
+    return {
+        "status": status,
+        "detail": process.get("detail"),
+        "aux_state": process.get("aux_state"),
+        "metadata": process.get("metadata"),
+        "history": history,
+        "timer_at": timer_at,
+        "timer_removes": removes,
+    }
+
+
 def _replayed(idempotency_key: str | None) -> int | None:
     if idempotency_key is None:
         return None
@@ -332,9 +416,20 @@ def task_complete(*, task: ClaimedTask, namespace: str, outcome: Result | str) -
         else:
             _failed(process, task, outcome, registry.get(namespace))
             completion = "complete_and_error"
+        # Workers look now (a call may wait behind this task) and learn when unblocked timers fall due.
         _execute(
-            "SELECT pg_notify(%s, %s), pg_notify(%s, %s)",
-            [TASK_DONE_CHANNEL, str(task.task_id), WORK_CHANNEL, namespace],
+            """
+            SELECT pg_notify(%(done)s, %(task)s::text), pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM now())),
+                   (SELECT pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM min(scheduled_time)))
+                    FROM dl_proc_schedule WHERE process_pk = %(process)s AND status = 'waiting' HAVING count(*) > 0)
+            """,
+            {
+                "done": TASK_DONE_CHANNEL,
+                "task": task.task_id,
+                "work": WORK_CHANNEL,
+                "namespace": namespace,
+                "process": task.process_pk,
+            },
         )
     return completion
 
@@ -494,7 +589,7 @@ def _schedule_task(
             INSERT INTO dl_proc_schedule (task_id, process_pk, namespace, task_type, status, scheduled_time)
             SELECT task_id, %(process)s, %(namespace)s, %(type)s, 'waiting', %(at)s FROM task
         )
-        SELECT task_id, pg_notify(%(channel)s, %(namespace)s) FROM task
+        SELECT task_id, pg_notify(%(channel)s, %(namespace)s || '@' || extract(epoch FROM %(at)s::timestamptz)) FROM task
         """,
         {
             "process": process.id,
@@ -569,6 +664,7 @@ __all__ = [
     "process_call",
     "process_init",
     "process_init_prepare",
+    "process_put",
     "process_repair",
     "process_simple_repair",
     "process_task_prepare",

@@ -55,6 +55,8 @@ class NamespaceSource:
         self.runtime: Runtime | None = None
         self._may_have_work = dict.fromkeys(namespaces, True)
         self._next_due: dict[str, float | None] = dict.fromkeys(namespaces)
+        # Read the next due time from the database after the next short claim (we may not know it).
+        self._reread_due = dict.fromkeys(namespaces, True)
         self._running: set[TaskRun] = set()
         self._finished: deque[TaskRun] = deque()
 
@@ -72,18 +74,30 @@ class NamespaceSource:
 
     def recheck(self) -> None:
         self._may_have_work = dict.fromkeys(self.lanes, True)
+        self._reread_due = dict.fromkeys(self.lanes, True)
 
     def notified(self, channel: str, payload: str) -> None:
-        if payload in self._may_have_work:
-            self._may_have_work[payload] = True
+        """``namespace@<epoch>``: a task of the namespace falls due then (now or later)."""
+        name, _at, due = payload.partition("@")
+        if name not in self._may_have_work:
+            return
+        try:
+            in_sec = float(due) - time.time()
+        except ValueError:
+            self._may_have_work[name] = self._reread_due[name] = True
+            return
+        if in_sec <= 0:
+            self._may_have_work[name] = True
+        else:
+            due_at = time.monotonic() + in_sec
+            current = self._next_due[name]
+            self._next_due[name] = due_at if current is None else min(current, due_at)
 
     def collect(self) -> None:
         while self._finished:
             run = self._finished.popleft()
             self._running.discard(run)
             self.lanes[run.namespace.name].release()
-            # The process may have a call waiting or a timer due now.
-            self._may_have_work[run.namespace.name] = True
 
     def pending(self) -> bool:
         return bool(self._finished)
@@ -104,8 +118,9 @@ class NamespaceSource:
             return
         for name, lane in self.lanes.items():
             due = self._next_due[name]
-            if due is not None and due <= now:
-                self._next_due[name], self._may_have_work[name] = None, True
+            if due is not None and due <= now:  # a timer: after this look, find the next one
+                self._next_due[name] = None
+                self._may_have_work[name] = self._reread_due[name] = True
             limit = lane.free
             if not self._may_have_work[name] or limit <= 0:
                 continue
@@ -123,9 +138,11 @@ class NamespaceSource:
                 lane.submit(run)
             if len(tasks) < limit:  # took all that is due: sleep until the next one is
                 self._may_have_work[name] = False
-                started = time.perf_counter()
-                self._schedule_next_due(name)
-                metrics.TIMERS_SCANNING.labels(namespace=name).observe((time.perf_counter() - started) * 1000)
+                if self._reread_due[name]:
+                    self._reread_due[name] = False
+                    started = time.perf_counter()
+                    self._schedule_next_due(name)
+                    metrics.TIMERS_SCANNING.labels(namespace=name).observe((time.perf_counter() - started) * 1000)
 
     def in_flight(self) -> int:
         return len(self._running)
@@ -144,10 +161,9 @@ class NamespaceSource:
             metrics.PROCESS_REMOVING.labels(namespace=definition.name).observe((time.perf_counter() - started) * 1000)
             return
         started = time.perf_counter()
-        process = selectors.process_by_pk(task.process_pk)
-        if process is None:
-            return
-        view = selectors.process_view(process, definition.history_range)
+        view = selectors.process_view_by_pk(task.process_pk, definition.history_range)
+        if view is None:
+            return  # removed meanwhile
         metrics.REQUEST_PREPARING.labels(namespace=definition.name, task_type=task.task_type).observe(
             (time.perf_counter() - started) * 1000
         )
@@ -181,7 +197,7 @@ class NamespaceSource:
 
     def _schedule_next_due(self, name: str) -> None:
         soonest = selectors.next_scheduled_time(namespace=name)
-        if soonest is None:
-            self._next_due[name] = None
-        else:
-            self._next_due[name] = time.monotonic() + max(0.0, (soonest - timezone.now()).total_seconds())
+        if soonest is not None:
+            due_at = time.monotonic() + max(0.0, (soonest - timezone.now()).total_seconds())
+            current = self._next_due[name]
+            self._next_due[name] = due_at if current is None else min(current, due_at)

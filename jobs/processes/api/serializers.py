@@ -13,6 +13,13 @@ class TaskRequestSerializer(RequestSerializer):
     idempotency_key = serializers.CharField(required=False, allow_null=True, default=None, max_length=1024)
 
 
+class PutSerializer(RequestSerializer):
+    """An imported process: {status, detail, aux_state, metadata, history: [{event_id, timestamp, payload, metadata}]}."""
+
+    process = serializers.JSONField()
+    action = serializers.JSONField(required=False, allow_null=True, default=None)
+
+
 class SimpleRepairSerializer(RequestSerializer):
     context = serializers.JSONField(required=False, allow_null=True, default=None)
 

@@ -106,6 +106,18 @@ class ProcessGetView(ProcessView):
         )
         return Response(s.ProcessSerializer(found).data)
 
+    put_permission = "add"
+
+    @extend_schema(
+        request=s.PutSerializer,
+        responses={201: s.ResponseSerializer, **error_responses(**{"409": "process already exists"})},
+        summary="Import a process with its history (and optionally a timer)",
+    )
+    async def put(self, request, namespace, process_id):
+        body = validated(s.PutSerializer, request.data)
+        await sync_to_async(services.process_put)(namespace=namespace, process_id=process_id, **body)
+        return Response({"response": "ok"}, status=201)
+
 
 class ProcessTraceView(ProcessView):
     @extend_schema(responses=s.TraceSerializer, summary="Every task of a process, with its events")

@@ -8,7 +8,7 @@ import pytest
 from jobs.processes import services
 from jobs.processes.models import Process, Task
 from jobs.processes.selectors import process_get, process_trace
-from pipeline_project.core.errors import ConflictError, NotFoundError
+from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import wait_for
 from tests.jobs.processes import processors
@@ -305,3 +305,53 @@ def test_errors_with_progressors_messages():
             services.process_init(namespace=NS, process_id=pid)
         with pytest.raises(services.StepTimeoutError, match="timeout"):
             services.process_init(namespace="test.quick", process_id=pid, args={"sleep": 1.5})
+
+
+def test_put_imports_a_process_with_its_history():
+    pid = new_id()
+    history = [{"event_id": 1, "payload": "a"}, {"event_id": 2, "payload": "b", "metadata": {"m": 1}}]
+    services.process_put(
+        namespace=NS, process_id=pid, process={"status": "running", "aux_state": {"x": 1}, "history": history}
+    )
+
+    got = process_get(namespace=NS, process_id=pid)
+    assert (got["status"], got["aux_state"], got["last_event_id"]) == ("running", {"x": 1}, 2)
+    assert [(e["event_id"], e["payload"], e["metadata"]) for e in got["history"]] == [
+        (1, "a", None),
+        (2, "b", {"m": 1}),
+    ]
+    with pytest.raises(ConflictError, match="process already exists"):
+        services.process_put(namespace=NS, process_id=pid, process={})
+
+
+def test_put_with_a_timer_and_with_a_remove_timer():
+    timed, doomed = new_id(), new_id()
+    with serving():
+        services.process_put(
+            namespace=NS,
+            process_id=timed,
+            process={"aux_state": {"on_timeout": [{"events": ["fired"]}]}},
+            action={"set_timer": 0.1},
+        )
+        services.process_put(namespace=NS, process_id=doomed, process={}, action={"set_timer": 0.1, "remove": True})
+        wait_for(lambda: ("timeout", "finished") in trace(timed), what="the timer")
+        wait_for(lambda: not Process.objects.filter(process_id=doomed).exists(), what="the remove timer")
+
+    assert payloads(timed) == [(1, "fired")]
+
+
+@pytest.mark.parametrize(
+    ("process", "action"),
+    [
+        ({"status": "done"}, None),
+        ({"history": [{"event_id": 1}, {"event_id": 1}]}, None),
+        ({"history": [{"event_id": "1"}]}, None),
+        ({"bogus": 1}, None),
+        ({}, {"set_timer": "tomorrow"}),
+        ({}, "explode"),
+    ],
+)
+def test_put_refuses_malformed_imports(process, action):
+    with pytest.raises(InvalidInputError):
+        services.process_put(namespace=NS, process_id=new_id(), process=process, action=action)
+    assert not Process.objects.exists()

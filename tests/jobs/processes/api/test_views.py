@@ -55,3 +55,16 @@ def test_errors_are_in_the_error_shape_with_progressors_messages(api):
 @pytest.mark.parametrize("path", ["health", "p/trace", "p"])
 def test_reads_need_a_token(anonymous, path):
     assert anonymous.get(f"{BASE}/{path}").status_code == 401
+
+
+def test_put_imports_a_process(api):
+    pid = new_id()
+    body = {"process": {"status": "error", "detail": "elsewhere", "history": [{"event_id": 3, "payload": "x"}]}}
+
+    created = api.put(f"{BASE}/{pid}", body, format="json")
+    again = api.put(f"{BASE}/{pid}", body, format="json")
+    bad = api.put(f"{BASE}/{new_id()}", {"process": {"status": "nope"}}, format="json")
+
+    assert created.status_code == 201 and again.status_code == 409 and bad.status_code == 400
+    got = api.get(f"{BASE}/{pid}").json()
+    assert (got["status"], got["detail"], got["last_event_id"]) == ("error", "elsewhere", 3)

@@ -1,0 +1,202 @@
+"""Durable processes (jobs.processes): synchronous calls per second, and timer lateness.
+
+    .venv/bin/python bench/processes.py                          # full size
+    .venv/bin/python bench/processes.py --calls 2000 --timers 300 --timer-window 5
+
+1. calls     100 processes of namespace bench.echo, one runworker process serving it
+             (--namespace bench.echo:16); 16 client threads make synchronous calls, each on a
+             random process, through the service API (services.process_call: the task is
+             scheduled, the worker runs it, the caller wakes on NOTIFY), then the same through
+             HTTP (POST /api/v1/processes/bench.echo/{id}/call, gunicorn with uvicorn workers).
+2. timers    1,000 processes whose init sets a timer due at a random moment over the next 10 s;
+             each timeout records how late it fired (now − due, the worker's clock).
+
+Targets, printed beside the figures: ≥ 1,000 calls/s through the service API; timer
+lateness p99 ≤ 50 ms.
+"""
+
+import argparse
+import os
+import random
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from common import (
+    PYTHON,
+    ROOT,
+    HttpClient,
+    create_bench_databases,
+    drop_bench_databases,
+    gunicorn,
+    manage,
+    print_table,
+    server_params,
+    stop,
+    use_bench_databases,
+)
+
+CALL_TARGET = 1000
+LATENESS_TARGET_MS = 50
+CLIENTS = 16
+PROCESSES = 100
+
+
+def runworker(env):
+    import subprocess
+
+    return subprocess.Popen(
+        [
+            PYTHON,
+            "manage.py",
+            "runworker",
+            "--namespace",
+            "bench.echo:16",
+            "--namespace",
+            "bench.timer:16",
+            "--processors",
+            "bench.process_processors",
+        ],
+        cwd=ROOT,
+        env={**env, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def quantile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+def calls_per_second(call, *, calls: int) -> tuple[float, list[float]]:
+    """``calls`` calls of ``call(process_id)`` from CLIENTS threads; calls/s and each latency (ms)."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    per_client = calls // CLIENTS
+
+    def client(seed):
+        rng = random.Random(seed)
+        mine = []
+        for _ in range(per_client):
+            started = time.perf_counter()
+            call(f"echo-{rng.randrange(PROCESSES)}")
+            mine.append((time.perf_counter() - started) * 1000)
+        with lock:
+            latencies.extend(mine)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        list(pool.map(client, range(CLIENTS)))
+    return per_client * CLIENTS / (time.perf_counter() - started), latencies
+
+
+def bench_calls(env, args) -> list[tuple]:
+    from django.db import connections
+
+    from jobs.processes import services
+
+    for n in range(PROCESSES):
+        services.process_init(namespace="bench.echo", process_id=f"echo-{n}")
+
+    def service_call(process_id):
+        services.process_call(namespace="bench.echo", process_id=process_id, args={"n": 1})
+
+    services.process_call(namespace="bench.echo", process_id="echo-0", args={})  # warm up
+    rate, latencies = calls_per_second(service_call, calls=args.calls)
+    connections.close_all()
+    rows = [
+        (
+            "service API (services.process_call), 16 threads",
+            f"{rate:>7,.0f} calls/s",
+            f"p50 {statistics.median(latencies):.1f} ms  p99 {quantile(latencies, 0.99):.1f} ms",
+            f"target ≥ {CALL_TARGET:,}: {verdict(rate >= CALL_TARGET)}",
+        )
+    ]
+    token = manage(env, "apitoken", "create", "bench-processes").strip()
+    with gunicorn(env, workers=2) as port:
+        local = threading.local()
+
+        def http_call(process_id):
+            if not hasattr(local, "client"):
+                local.client = HttpClient(port, token)
+            status, body = local.client.request(
+                "POST", f"/api/v1/processes/bench.echo/{process_id}/call", {"args": {"n": 1}}
+            )
+            if status != 200:
+                raise RuntimeError(f"{status}: {body}")
+
+        rate, latencies = calls_per_second(http_call, calls=args.http_calls)
+    rows.append(
+        (
+            "HTTP POST …/call, 16 keep-alive clients, 2 uvicorn workers",
+            f"{rate:>7,.0f} calls/s",
+            f"p50 {statistics.median(latencies):.1f} ms  p99 {quantile(latencies, 0.99):.1f} ms",
+        )
+    )
+    return rows
+
+
+def bench_timers(args) -> list[tuple]:
+    from django.utils import timezone
+
+    from jobs.processes import services
+    from jobs.processes.models import Event
+
+    start = timezone.now() + timedelta(seconds=2)  # time to create them all first
+    rng = random.Random(7)
+    for n in range(args.timers):
+        due = start + timedelta(seconds=rng.uniform(0, args.timer_window))
+        services.process_init_prepare(namespace="bench.timer", process_id=f"timer-{n}", args={"due": due.isoformat()})
+    deadline = time.monotonic() + args.timer_window + 30
+    while Event.objects.filter(process__namespace="bench.timer").count() < args.timers:
+        if time.monotonic() > deadline:
+            raise RuntimeError("not every timer fired")
+        time.sleep(0.5)
+    late = [event.payload["late_ms"] for event in Event.objects.filter(process__namespace="bench.timer")]
+    p99 = quantile(late, 0.99)
+    return [
+        (
+            f"{args.timers:,} timers due over {args.timer_window:g} s, lateness (fired − due)",
+            f"p50 {statistics.median(late):.1f} ms",
+            f"p99 {p99:.1f} ms",
+            f"max {max(late):.1f} ms",
+            f"target p99 ≤ {LATENESS_TARGET_MS} ms: {verdict(p99 <= LATENESS_TARGET_MS)}",
+        )
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=10_000, help="service API calls")
+    parser.add_argument("--http-calls", type=int, default=4_000, help="HTTP calls")
+    parser.add_argument("--timers", type=int, default=1_000)
+    parser.add_argument("--timer-window", type=float, default=10.0, help="seconds over which the timers fall due")
+    args = parser.parse_args()
+
+    os.environ["PROCESSOR_MODULES"] = "bench.process_processors"  # this process, gunicorn and runworker
+    os.environ["PYTHONPATH"] = str(ROOT)
+    params = server_params()
+    env = {**create_bench_databases(params), "PROCESSOR_MODULES": "bench.process_processors", "PYTHONPATH": str(ROOT)}
+    worker = None
+    try:
+        use_bench_databases()
+        worker = runworker(env)
+        print(f"{os.cpu_count()} CPUs; one runworker serving bench.echo:16 and bench.timer:16")
+        print_table("1. synchronous calls over 100 processes", bench_calls(env, args))
+        print_table("2. timers", bench_timers(args))
+    finally:
+        if worker is not None:
+            stop(worker)
+        from pipeline_project.core.notifications import blocking_hub
+
+        blocking_hub.close()
+        drop_bench_databases(params)
+
+
+if __name__ == "__main__":
+    main()
