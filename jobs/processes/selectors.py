@@ -24,32 +24,54 @@ class StepTimeoutError(ApplicationError):
     code = "timeout"
 
 
-def wait_for_task(task_id: int, *, timeout: float) -> Task | None:
+@dataclass(frozen=True)
+class TaskOutcome:
+    """How a client's task stands: its status and response, and its process's status."""
+
+    status: str
+    response: Any
+    process_status: str
+
+
+_OUTCOME = """
+SELECT t.status, t.response, p.status FROM dl_proc_tasks t JOIN dl_processes p ON p.id = t.process_pk
+WHERE t.task_id = %s
+"""
+
+
+def task_outcome(task_id: int) -> TaskOutcome | None:
+    """None: the task is gone with its process (it removed it)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_OUTCOME, [task_id])
+        row = cursor.fetchone()
+    return None if row is None else TaskOutcome(row[0], _json(row[1]), row[2])
+
+
+def wait_for_task(task_id: int, *, timeout: float) -> TaskOutcome | None:
     """Wait (on a NOTIFY, holding no connection) until a task has ended; None if its process was removed."""
     deadline = time.monotonic() + timeout
     with blocking_hub.subscribe(TASK_DONE_CHANNEL, [str(task_id)]) as subscription:
         while True:
-            task = Task.objects.filter(task_id=task_id).first()
-            if task is None or task.status in ENDED:
-                return task
+            outcome = task_outcome(task_id)
+            if outcome is None or outcome.status in ENDED:
+                return outcome
             left = deadline - time.monotonic()
             if left <= 0:
                 raise StepTimeoutError("timeout")
             subscription.wait_blocking(min(left, 5.0))  # re-read now and then: a NOTIFY may be lost
 
 
-async def wait_for_task_async(task_id: int, *, timeout: float) -> Task | None:
-    """``wait_for_task`` for async views: on the event loop, holding no thread or connection while it waits."""
+async def wait_for_task_async(task_id: int, *, timeout: float) -> TaskOutcome | None:
+    """``wait_for_task`` for async views: on the event loop, holding no thread, and a pooled
+    connection only while it reads."""
     deadline = time.monotonic() + timeout
     async with waiting_resources() as resources:
         async with resources.hub.subscribe(TASK_DONE_CHANNEL, [str(task_id)]) as subscription:
             while True:
                 async with resources.pool.connection() as conn:
-                    row = await (
-                        await conn.execute("SELECT status FROM dl_proc_tasks WHERE task_id = %s", [task_id])
-                    ).fetchone()
+                    row = await (await conn.execute(_OUTCOME, [task_id])).fetchone()
                 if row is None or row[0] in ENDED:
-                    return await Task.objects.filter(task_id=task_id).afirst()
+                    return None if row is None else TaskOutcome(row[0], row[1], row[2])
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise StepTimeoutError("timeout")

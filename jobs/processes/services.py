@@ -27,7 +27,7 @@ from jobs.processes.models import (
     Process,
     Task,
 )
-from jobs.processes.selectors import PreparedTask, StepTimeoutError, wait_for_task
+from jobs.processes.selectors import PreparedTask, StepTimeoutError, TaskOutcome, wait_for_task
 from jobs.services._db import _execute, _json, _rows
 from pipeline_project.core.errors import ApplicationError, ConflictError, InvalidInputError, NotFoundError
 from pipeline_project.core.storable import json_problem
@@ -105,41 +105,70 @@ def process_init_prepare(
     return PreparedTask(task_id, definition.process_step_timeout)
 
 
+# A client's call or repair, in one statement: the process is locked and its status checked,
+# the task goes into the schedule, the process's timers are blocked until it has run, and
+# the namespace's workers are told.
+_PREPARE = """
+WITH p AS (
+    SELECT id, status FROM dl_processes WHERE namespace = %(namespace)s AND process_id = %(process_id)s FOR UPDATE
+),
+task AS (
+    INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, args, idempotency_key,
+                               last_retry_interval, attempts_count)
+    SELECT p.id, %(type)s, 'waiting', now(), %(args)s::jsonb, %(key)s, 0, 0 FROM p WHERE p.status = %(wanted)s
+    RETURNING task_id, process_pk, scheduled_time
+),
+scheduled AS (
+    INSERT INTO dl_proc_schedule (task_id, process_pk, namespace, task_type, status, scheduled_time)
+    SELECT task_id, process_pk, %(namespace)s, %(type)s, 'waiting', scheduled_time FROM task
+),
+blocked AS (
+    UPDATE dl_proc_schedule s SET status = 'blocked' FROM task
+    WHERE s.process_pk = task.process_pk AND s.status = 'waiting' AND s.task_type IN ('timeout', 'remove')
+    RETURNING s.task_id
+),
+blocked_tasks AS (
+    UPDATE dl_proc_tasks t SET status = 'blocked', blocked_task = (SELECT task_id FROM task)
+    FROM blocked b WHERE t.task_id = b.task_id
+)
+SELECT (SELECT status FROM p), task_id, pg_notify(%(channel)s, %(namespace)s || '@' || extract(epoch FROM scheduled_time))
+FROM (SELECT 1) AS one LEFT JOIN task ON true
+"""
+
+
 def process_task_prepare(
     task_type: str, *, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None
 ) -> PreparedTask:
     """A call (on a running process) or repair (on one in error) waiting in the schedule, or
-    the task an idempotency key names. A call blocks the process's timers until it has run
+    the task an idempotency key names. The process's timers are blocked until it has run
     (then its result sets, cancels or unblocks them)."""
     definition = registry.require(namespace)
     _check_json("args", args)
     task_id = _replayed(idempotency_key)
     if task_id is None:
+        wanted = "error" if task_type == "repair" else "running"
         try:
-            with transaction.atomic():
-                process = _locked_process(namespace, process_id)
-                wanted = "error" if task_type == "repair" else "running"
-                if process.status != wanted:
-                    raise ConflictError(f"process is {process.status}", code=f"process_{process.status}")
-                task_id = _schedule_task(
-                    process, task_type, args=args, idempotency_key=idempotency_key, at=timezone.now()
-                )
-                _execute(
-                    """
-                    WITH blocked AS (
-                        UPDATE dl_proc_schedule SET status = 'blocked'
-                        WHERE process_pk = %s AND status = 'waiting' AND task_type IN ('timeout', 'remove')
-                        RETURNING task_id
-                    )
-                    UPDATE dl_proc_tasks t SET status = 'blocked', blocked_task = %s
-                    FROM blocked b WHERE t.task_id = b.task_id
-                    """,
-                    [process.id, task_id],
-                )
+            [(status, task_id, _notified)] = _rows(
+                _PREPARE,
+                {
+                    "namespace": namespace,
+                    "process_id": process_id,
+                    "type": task_type,
+                    "args": _dumps(args),
+                    "key": idempotency_key,
+                    "wanted": wanted,
+                    "channel": WORK_CHANNEL,
+                },
+            )
         except IntegrityError:
             task_id = _replayed(idempotency_key)
             if task_id is None:
                 raise
+        else:
+            if status is None:
+                raise NotFoundError("process not found", code="process_not_found")
+            if task_id is None:
+                raise ConflictError(f"process is {status}", code=f"process_{status}")
     return PreparedTask(task_id, definition.process_step_timeout)
 
 
@@ -261,16 +290,15 @@ def _replayed(idempotency_key: str | None) -> int | None:
     return Task.objects.filter(idempotency_key=idempotency_key).values_list("task_id", flat=True).first()
 
 
-def task_result(task: Task | None) -> Any:
+def task_result(outcome: TaskOutcome | None) -> Any:
     """A client task's answer: the processor's response, or the error it amounts to."""
-    if task is None:  # the task removed its own process
+    if outcome is None:  # the task removed its own process
         return "ok"
-    if task.status == "finished":
-        return task.response
-    if task.status == "cancelled":
-        process = Process.objects.filter(tasks=task).values_list("status", flat=True).first() or "removed"
-        raise ConflictError(f"process is {process}", code=f"process_{process}")
-    raise ProcessorError(_reason(task.response), details={"reason": task.response})
+    if outcome.status == "finished":
+        return outcome.response
+    if outcome.status == "cancelled":
+        raise ConflictError(f"process is {outcome.process_status}", code=f"process_{outcome.process_status}")
+    raise ProcessorError(_reason(outcome.response), details={"reason": outcome.response})
 
 
 def _reason(response: Any) -> str:
@@ -404,15 +432,20 @@ def task_complete(*, task: ClaimedTask, namespace: str, outcome: Result | str) -
     ``complete_and_continue`` (a timer set), ``complete_and_suspend`` (timers unset, or the
     process removed), ``complete_and_unlock`` (no action: blocked timers unblocked) or
     ``complete_and_error``."""
+    if isinstance(outcome, Result) and outcome.action != "remove":
+        _succeeded(task, namespace, outcome)
+        return (
+            "complete_and_continue"
+            if outcome.action == "set_timer"
+            else ("complete_and_suspend" if outcome.action == "unset_timer" else "complete_and_unlock")
+        )
     with transaction.atomic():
         process = Process.objects.select_for_update().filter(id=task.process_pk).first()
         if process is None:
             return "complete_and_suspend"  # removed meanwhile
-        if isinstance(outcome, Result):
-            _succeeded(process, task, outcome)
-            completion = {"set_timer": "complete_and_continue", None: "complete_and_unlock"}.get(
-                outcome.action, "complete_and_suspend"
-            )
+        if isinstance(outcome, Result):  # the remove action
+            process.delete()
+            completion = "complete_and_suspend"
         else:
             _failed(process, task, outcome, registry.get(namespace))
             completion = "complete_and_error"
@@ -441,45 +474,101 @@ def task_remove_process(*, task: ClaimedTask, namespace: str) -> None:
         _execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task.task_id)])
 
 
-def _succeeded(process: Process, task: ClaimedTask, result: Result) -> None:
-    if result.action == "remove":
-        process.delete()
-        return
-    now = timezone.now()
-    if result.events:
-        _execute(
-            """
-            INSERT INTO dl_proc_events (process_pk, task_id, event_id, timestamp, payload, metadata)
-            SELECT %s, %s, %s + n, now(), e.payload, e.metadata
-            FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS x(e_json, n),
-                 LATERAL (SELECT x.e_json -> 'payload' AS payload, x.e_json -> 'metadata' AS metadata) AS e
-            """,
-            [process.id, task.task_id, process.last_event_id, _dumps(result.events)],
-        )
-        process.last_event_id += len(result.events)
-    if not result.keep_aux_state:
-        process.aux_state = result.aux_state
-    if not result.keep_metadata:
-        process.metadata = result.metadata
-    corrupting = process.corrupted_by
-    if task.task_type == "repair" or process.status == "init":
-        _set_status(process, "running")
-        process.detail = None
-        process.corrupted_by = None
-    process.save()
-    if result.action == "set_timer":
-        _cancel_timers(process)
-        _schedule_task(process, "remove" if result.timer_removes else "timeout", at=result.timer_at)
-    elif result.action == "unset_timer":
-        _cancel_timers(process)
-    else:
-        _unblock_timers(process)
+# A task that succeeded, in one statement (the hot path of every call): its events, the
+# process's new state, the timer change its action asks for (set: the earlier timers are
+# cancelled and a new one scheduled; unset: cancelled; none: the timers a call blocked are
+# unblocked), the task ended, and the notifications: the caller's, and the workers' (look
+# now, as a call may wait behind this task; and when the new or unblocked timers fall due).
+_SUCCEEDED = """
+WITH p AS (
+    SELECT id, status, last_event_id, corrupted_by,
+           (%(task_type)s = 'repair' OR status = 'init') AS to_running
+    FROM dl_processes WHERE id = %(process)s FOR UPDATE
+),
+events AS (
+    INSERT INTO dl_proc_events (process_pk, task_id, event_id, timestamp, payload, metadata)
+    SELECT p.id, %(task)s, p.last_event_id + x.n, now(), x.e -> 'payload', x.e -> 'metadata'
+    FROM p, jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS x(e, n)
+),
+updated AS (
+    UPDATE dl_processes d SET
+        aux_state = CASE WHEN %(keep_aux_state)s THEN d.aux_state ELSE %(aux_state)s::jsonb END,
+        metadata = CASE WHEN %(keep_metadata)s THEN d.metadata ELSE %(metadata)s::jsonb END,
+        last_event_id = d.last_event_id + %(event_count)s,
+        previous_status = CASE WHEN p.to_running AND d.status <> 'running' THEN d.status ELSE d.previous_status END,
+        status_changed_at = CASE WHEN p.to_running AND d.status <> 'running' THEN now() ELSE d.status_changed_at END,
+        status = CASE WHEN p.to_running THEN 'running' ELSE d.status END,
+        detail = CASE WHEN p.to_running THEN NULL ELSE d.detail END,
+        corrupted_by = CASE WHEN p.to_running THEN NULL ELSE d.corrupted_by END
+    FROM p WHERE d.id = p.id
+),
+cancelled AS (
+    DELETE FROM dl_proc_schedule s USING p
+    WHERE %(action)s IN ('set_timer', 'unset_timer') AND s.process_pk = p.id AND s.task_type IN ('timeout', 'remove')
+    RETURNING s.task_id
+),
+cancelled_tasks AS (
+    UPDATE dl_proc_tasks t SET status = 'cancelled', finished_time = now() FROM cancelled c WHERE t.task_id = c.task_id
+),
+unblocked AS (
+    UPDATE dl_proc_schedule s SET status = 'waiting' FROM p
+    WHERE %(action)s = 'none' AND s.process_pk = p.id AND s.status = 'blocked'
+    RETURNING s.task_id, s.scheduled_time
+),
+unblocked_tasks AS (UPDATE dl_proc_tasks t SET status = 'waiting' FROM unblocked u WHERE t.task_id = u.task_id),
+new_timer AS (
+    INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, last_retry_interval, attempts_count)
+    SELECT p.id, %(timer_type)s, 'waiting', %(timer_at)s, 0, 0 FROM p WHERE %(action)s = 'set_timer'
+    RETURNING task_id, process_pk, task_type, scheduled_time
+),
+new_schedule AS (
+    INSERT INTO dl_proc_schedule (task_id, process_pk, namespace, task_type, status, scheduled_time)
+    SELECT task_id, process_pk, %(namespace)s, task_type, 'waiting', scheduled_time FROM new_timer
+),
+unrun AS (DELETE FROM dl_proc_running WHERE task_id = %(task)s),
+ended AS (
+    UPDATE dl_proc_tasks SET status = 'finished', response = %(response)s::jsonb, finished_time = now()
+    WHERE task_id = %(task)s
+)
+SELECT (SELECT corrupted_by FROM p),
+       pg_notify(%(done)s, %(task)s::text),
+       pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM now())),
+       (SELECT pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM min(due)))
+        FROM (SELECT scheduled_time AS due FROM new_timer UNION ALL SELECT scheduled_time FROM unblocked) AS timers
+        HAVING count(*) > 0)
+"""
+
+
+def _succeeded(task: ClaimedTask, namespace: str, result: Result) -> None:
+    rows = _rows(
+        _SUCCEEDED,
+        {
+            "process": task.process_pk,
+            "task": task.task_id,
+            "task_type": task.task_type,
+            "events": _dumps(result.events),
+            "event_count": len(result.events),
+            "keep_aux_state": result.keep_aux_state,
+            "aux_state": _dumps(result.aux_state),
+            "keep_metadata": result.keep_metadata,
+            "metadata": _dumps(result.metadata),
+            "action": result.action or "none",
+            "timer_type": "remove" if result.timer_removes else "timeout",
+            "timer_at": result.timer_at,
+            "response": _dumps(result.response),
+            "namespace": namespace,
+            "done": TASK_DONE_CHANNEL,
+            "work": WORK_CHANNEL,
+        },
+    )
+    corrupting = rows[0][0] if rows else None
     if task.task_type == "repair" and corrupting and result.action != "set_timer":
         # A repaired timeout runs again.
-        timeout = Task.objects.filter(task_id=corrupting, task_type="timeout").first()
-        if timeout is not None:
-            _schedule_task(process, "timeout", args=timeout.args, at=now)
-    _end_task(task, status="finished", response=result.response)
+        with transaction.atomic():
+            timeout = Task.objects.filter(task_id=corrupting, task_type="timeout").first()
+            process = Process.objects.filter(id=task.process_pk).first()
+            if timeout is not None and process is not None:
+                _schedule_task(process, "timeout", args=timeout.args, at=timezone.now())
 
 
 def _failed(process: Process, task: ClaimedTask, reason: str, definition: registry.Namespace | None) -> None:
@@ -606,10 +695,6 @@ def _schedule_task(
     return task_id
 
 
-def _cancel_timers(process: Process) -> None:
-    _cancel_scheduled(process, types=TIMER_TYPES)
-
-
 def _cancel_scheduled(process: Process, types: tuple[str, ...] = (*CALL_TYPES, *TIMER_TYPES)) -> None:
     rows = _rows(
         """
@@ -623,19 +708,6 @@ def _cancel_scheduled(process: Process, types: tuple[str, ...] = (*CALL_TYPES, *
     )
     for (task_id,) in rows:  # their callers stop waiting
         _execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task_id)])
-
-
-def _unblock_timers(process: Process) -> None:
-    _execute(
-        """
-        WITH unblocked AS (
-            UPDATE dl_proc_schedule SET status = 'waiting' WHERE process_pk = %s AND status = 'blocked'
-            RETURNING task_id
-        )
-        UPDATE dl_proc_tasks t SET status = 'waiting' FROM unblocked u WHERE t.task_id = u.task_id
-        """,
-        [process.id],
-    )
 
 
 def _end_task(task: ClaimedTask, *, status: str, response: Any, attempts: int | None = None) -> None:
