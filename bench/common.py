@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pipeline_project.settings")
 
-import django  # noqa: E402  (needs the path and settings above)
+import django
 
-from pipeline_project.databases import connection_params, database_url  # noqa: E402
+from pipeline_project.databases import connection_params, database_url
 
 PYTHON = sys.executable
 BENCH_DATABASES = {"default": "bench_control", "pipeline": "bench_pipeline"}

@@ -478,7 +478,7 @@ def task_remove_process(*, task: ClaimedTask, namespace: str) -> None:
 # process's new state, the timer change its action asks for (set: the earlier timers are
 # cancelled and a new one scheduled; unset: cancelled; none: the timers a call blocked are
 # unblocked), the task ended, and the notifications: the caller's, and the workers' (look
-# now, as a call may wait behind this task; and when the new or unblocked timers fall due).
+# now if a task of the process waits, due, behind this one; and when new or unblocked timers fall due).
 _SUCCEEDED = """
 WITH p AS (
     SELECT id, status, last_event_id, corrupted_by,
@@ -532,7 +532,9 @@ ended AS (
 )
 SELECT (SELECT corrupted_by FROM p),
        pg_notify(%(done)s, %(task)s::text),
-       pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM now())),
+       (SELECT pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM now()))
+        WHERE EXISTS (SELECT 1 FROM dl_proc_schedule WHERE process_pk = %(process)s AND status = 'waiting'
+                      AND scheduled_time <= now())),
        (SELECT pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM min(due)))
         FROM (SELECT scheduled_time AS due FROM new_timer UNION ALL SELECT scheduled_time FROM unblocked) AS timers
         HAVING count(*) > 0)
