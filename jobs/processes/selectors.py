@@ -164,32 +164,28 @@ def process_trace(*, namespace: str, process_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def process_view_by_pk(pk: int, history_range: dict | None = None) -> ProcessView | None:
-    """What a processor gets, in one statement (the worker's hot path): the process and its
-    history in ``history_range`` (None: the process was removed)."""
-    history_range = history_range_clean(history_range)
+def view_select(history_range: dict) -> tuple[str, dict]:
+    """The select-list of a process row aliased ``p`` as a processor sees it (its fields and its
+    history in ``history_range``, aggregated), with its parameters; read by :func:`view_from`."""
     backward = history_range.get("direction") == "backward"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT p.process_id, p.namespace, p.status, p.detail, p.aux_state, p.metadata, p.last_event_id,
-                   (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                               'event_id', e.event_id, 'task_id', e.task_id, 'timestamp', e.timestamp,
-                               'metadata', e.metadata, 'payload', e.payload) ORDER BY e.n), '[]'::jsonb)
-                    FROM (SELECT *, row_number() OVER () AS n FROM (
-                              SELECT * FROM dl_proc_events
-                              WHERE process_pk = p.id
-                                AND (coalesce(%(offset)s, 0) = 0 OR event_id {"<" if backward else ">"} %(offset)s)
-                              ORDER BY event_id {"DESC" if backward else "ASC"} LIMIT %(limit)s
-                          ) AS ranged) AS e)
-            FROM dl_processes p WHERE p.id = %(pk)s
-            """,
-            {"pk": pk, "offset": history_range.get("offset"), "limit": history_range.get("limit")},
-        )
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    process_id, namespace, status, detail, aux_state, metadata, last_event_id, events = row
+    sql = f"""
+        p.process_id, p.namespace, p.status, p.detail, p.aux_state, p.metadata, p.last_event_id,
+        (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                    'event_id', e.event_id, 'task_id', e.task_id, 'timestamp', e.timestamp,
+                    'metadata', e.metadata, 'payload', e.payload) ORDER BY e.n), '[]'::jsonb)
+         FROM (SELECT *, row_number() OVER () AS n FROM (
+                   SELECT * FROM dl_proc_events
+                   WHERE process_pk = p.id
+                     AND (coalesce(%(range_offset)s, 0) = 0 OR event_id {"<" if backward else ">"} %(range_offset)s)
+                   ORDER BY event_id {"DESC" if backward else "ASC"} LIMIT %(range_limit)s
+               ) AS ranged) AS e)
+    """
+    return sql, {"range_offset": history_range.get("offset"), "range_limit": history_range.get("limit")}
+
+
+def view_from(columns: tuple, history_range: dict) -> ProcessView:
+    """A ProcessView from the columns :func:`view_select` reads."""
+    process_id, namespace, status, detail, aux_state, metadata, last_event_id, events = columns
     return ProcessView(
         process_id=process_id,
         namespace=namespace,
@@ -201,6 +197,16 @@ def process_view_by_pk(pk: int, history_range: dict | None = None) -> ProcessVie
         last_event_id=last_event_id,
         range=history_range,
     )
+
+
+def process_view_by_pk(pk: int, history_range: dict | None = None) -> ProcessView | None:
+    """The process and its history in ``history_range`` (None: the process was removed)."""
+    history_range = history_range_clean(history_range)
+    columns, params = view_select(history_range)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {columns} FROM dl_processes p WHERE p.id = %(pk)s", {**params, "pk": pk})
+        row = cursor.fetchone()
+    return None if row is None else view_from(row, history_range)
 
 
 def next_scheduled_time(*, namespace: str):

@@ -27,7 +27,16 @@ from jobs.processes.models import (
     Process,
     Task,
 )
-from jobs.processes.selectors import PreparedTask, StepTimeoutError, TaskOutcome, wait_for_task
+from jobs.processes.registry import ProcessView
+from jobs.processes.selectors import (
+    PreparedTask,
+    StepTimeoutError,
+    TaskOutcome,
+    history_range_clean,
+    view_from,
+    view_select,
+    wait_for_task,
+)
 from jobs.services._db import _execute, _json, _rows
 from pipeline_project.core.errors import ApplicationError, ConflictError, InvalidInputError, NotFoundError
 from pipeline_project.core.storable import json_problem
@@ -49,6 +58,7 @@ class ClaimedTask:
     context: Any
     attempts_count: int
     last_retry_interval: float
+    view: ProcessView  # the process as its processor sees it, read with the claim
 
 
 # --- clients ---------------------------------------------------------------------------------
@@ -312,7 +322,7 @@ def _reason(response: Any) -> str:
 CLAIM_WINDOW = 256
 
 
-def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]:
+def tasks_claim(*, namespace: str, limit: int, worker: str, history_range: dict | None = None) -> list[ClaimedTask]:
     """Claim up to ``limit`` due tasks of a namespace, at most one per process, none of a
     process that runs one; a process's calls go before its timers.
 
@@ -320,8 +330,10 @@ def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]
     ``dl_proc_running`` row; its primary key lets one win, and the other's statement fails
     with a unique violation (``is_running_race``) and simply claims again.
     """
+    history_range = history_range_clean(history_range)
+    view_columns, view_params = view_select(history_range)
     rows = _rows(
-        """
+        f"""
         WITH candidates AS MATERIALIZED (
             SELECT s.task_id, s.process_pk, s.task_type, s.namespace FROM dl_proc_schedule s
             WHERE s.namespace = %(namespace)s AND s.status = 'waiting' AND s.scheduled_time <= now()
@@ -345,16 +357,28 @@ def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]
             INSERT INTO dl_proc_running (process_pk, task_id, namespace, task_type, running_time, worker)
             SELECT process_pk, task_id, namespace, task_type, now(), %(worker)s FROM unscheduled
             RETURNING task_id
+        ),
+        claimed AS (
+            UPDATE dl_proc_tasks t SET status = 'running', running_time = now()
+            FROM started WHERE t.task_id = started.task_id
+            RETURNING t.task_id, t.process_pk, t.task_type, t.args, t.context, t.attempts_count, t.last_retry_interval
         )
-        UPDATE dl_proc_tasks t SET status = 'running', running_time = now()
-        FROM started WHERE t.task_id = started.task_id
-        RETURNING t.task_id, t.process_pk, t.task_type, t.args, t.context, t.attempts_count, t.last_retry_interval
+        SELECT c.*, {view_columns} FROM claimed c JOIN dl_processes p ON p.id = c.process_pk
         """,
-        {"namespace": namespace, "window": CLAIM_WINDOW, "limit": limit, "worker": worker},
+        {"namespace": namespace, "window": CLAIM_WINDOW, "limit": limit, "worker": worker, **view_params},
     )
     return [
-        ClaimedTask(task_id, process_pk, task_type, _json(args), _json(context), attempts, float(interval))
-        for task_id, process_pk, task_type, args, context, attempts, interval in rows
+        ClaimedTask(
+            task_id,
+            process_pk,
+            task_type,
+            _json(args),
+            _json(context),
+            attempts,
+            float(interval),
+            view=view_from(view, history_range),
+        )
+        for task_id, process_pk, task_type, args, context, attempts, interval, *view in rows
     ]
 
 

@@ -126,7 +126,12 @@ class NamespaceSource:
                 continue
             started = time.perf_counter()
             try:
-                tasks = services.tasks_claim(namespace=name, limit=limit, worker=self.worker_name)
+                tasks = services.tasks_claim(
+                    namespace=name,
+                    limit=limit,
+                    worker=self.worker_name,
+                    history_range=self.definitions[name].history_range,
+                )
             except IntegrityError as exc:
                 if services.is_running_race(exc):
                     continue  # another worker started a task of the same process: claim again
@@ -160,16 +165,12 @@ class NamespaceSource:
             services.task_remove_process(task=task, namespace=definition.name)
             metrics.PROCESS_REMOVING.labels(namespace=definition.name).observe((time.perf_counter() - started) * 1000)
             return
-        started = time.perf_counter()
-        view = selectors.process_view_by_pk(task.process_pk, definition.history_range)
-        if view is None:
-            return  # removed meanwhile
         metrics.REQUEST_PREPARING.labels(namespace=definition.name, task_type=task.task_type).observe(
-            (time.perf_counter() - started) * 1000
+            (time.monotonic() - run.claimed_at) * 1000  # claimed (with the process and its history) → handed over
         )
         started = time.perf_counter()
         try:
-            outcome = services.result_parse(definition.processor(task.task_type, task.args, view))
+            outcome = services.result_parse(definition.processor(task.task_type, task.args, task.view))
         except Exception as exc:
             outcome = f"{type(exc).__name__}: {exc}"
         metrics.TASK_PROCESSING.labels(namespace=definition.name, task_type=task.task_type).observe(

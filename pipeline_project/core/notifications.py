@@ -78,6 +78,10 @@ class _ChannelListener:
         self._reader: asyncio.Task | None = None
         self._ready = asyncio.Event()
 
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
     async def start(self) -> None:
         if self._reader is None:
             self._reader = asyncio.create_task(self._read(), name=f"listen:{self.channel}")
@@ -94,8 +98,8 @@ class _ChannelListener:
             await self._connection.close()
 
     def wake_all(self) -> None:
-        for subscriptions in self.subscribers.values():
-            for subscription in subscriptions:
+        for subscriptions in list(self.subscribers.values()):
+            for subscription in tuple(subscriptions):
                 subscription.wake()
 
     async def _read(self) -> None:
@@ -110,7 +114,8 @@ class _ChannelListener:
                 self._ready.set()
                 async for notify in self._connection.notifies():
                     for key in notify.payload.split(","):
-                        for subscription in self.subscribers.get(key, ()):
+                        # A copy: threads may add and remove blocking subscriptions meanwhile.
+                        for subscription in tuple(self.subscribers.get(key, ())):
                             subscription.wake()
             except psycopg.Error as exc:
                 delay = RECONNECT_AFTER_SEC[min(failures, len(RECONNECT_AFTER_SEC) - 1)]
@@ -139,10 +144,14 @@ class NotificationHub:
         finally:
             self.remove(channel, keys, subscription)
 
-    async def add(self, channel: str, keys: list[str], subscription: Subscription) -> None:
+    def listener(self, channel: str) -> "_ChannelListener":
         listener = self._listeners.get(channel)
         if listener is None:
             listener = self._listeners[channel] = _ChannelListener(channel)
+        return listener
+
+    async def add(self, channel: str, keys: list[str], subscription: Subscription) -> None:
+        listener = self.listener(channel)
         for key in keys:
             listener.subscribers.setdefault(key, set()).add(subscription)
         await listener.start()
@@ -243,15 +252,31 @@ class _BlockingHub:
 
     @contextmanager
     def subscribe(self, channel: str, keys: Iterable[str]):
-        """A :class:`BlockingSubscription`, listening before it is returned."""
+        """A :class:`BlockingSubscription`, listening before it is returned.
+
+        Threads add and remove their subscriptions themselves, under a lock, rather than through
+        the loop (no thread hop per wait); the loop only reads them, copying each set it wakes.
+        """
         loop, hub = self._started()
         keys = list(keys)
         subscription = BlockingSubscription()
-        asyncio.run_coroutine_threadsafe(hub.add(channel, keys, subscription), loop).result()
+        with self._lock:
+            listener = hub.listener(channel)
+        if not listener.ready:
+            asyncio.run_coroutine_threadsafe(listener.start(), loop).result()
+        with self._lock:
+            for key in keys:
+                listener.subscribers.setdefault(key, set()).add(subscription)
         try:
             yield subscription
         finally:
-            loop.call_soon_threadsafe(hub.remove, channel, keys, subscription)
+            with self._lock:
+                for key in keys:
+                    subscribers = listener.subscribers.get(key)
+                    if subscribers is not None:
+                        subscribers.discard(subscription)
+                        if not subscribers:
+                            del listener.subscribers[key]
 
     def close(self) -> None:
         """Close the LISTEN connections and stop the loop (the next subscription starts anew)."""

@@ -164,10 +164,9 @@ def test_a_failing_timeout_is_retried_then_corrupts_the_process_after_three_atte
         services.process_init(
             namespace=NS,
             process_id=pid,
-            args={"aux_state": {"on_timeout": []}, "action": {"set_timer": 0}},
+            # a failed attempt keeps aux_state, so every attempt takes the same raising script
+            args={"aux_state": {"on_timeout": [{"raise": "down"}]}, "action": {"set_timer": 0}},
         )
-        # every timeout raises: the script list is empty, so give each attempt a raising script
-        Process.objects.filter(process_id=pid).update(aux_state={"on_timeout": [{"raise": "down"}] * 5})
         wait_for(lambda: process_get(namespace=NS, process_id=pid)["status"] == "error", timeout=10, what="the error")
 
     got = process_get(namespace=NS, process_id=pid)
