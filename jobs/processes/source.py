@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from jobs.processes import metrics, registry, selectors, services
 from jobs.processes.models import WORK_CHANNEL
-from jobs.runtime.database import DATABASE_ERRORS, error_extra
+from jobs.runtime.database import DATABASE_ERRORS, configure_session, error_extra
 from jobs.runtime.lanes import Lane
 from jobs.runtime.loop import Runtime
 
@@ -159,6 +159,9 @@ class NamespaceSource:
     # --- handler threads ----------------------------------------------------------------
 
     def _execute(self, run: TaskRun) -> None:
+        # Generic plans for the completion statement (planning it is most of its cost); commits
+        # stay synchronous: a completion lost in a crash would leave a zombie, not a re-run.
+        configure_session("on")
         task, definition = run.task, run.namespace
         if task.task_type == "remove":
             started = time.perf_counter()
