@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run test bench-tracking bench-jobs bench-peers db-stop clean
+.PHONY: install setup run test bench-tracking bench-jobs bench-peers bench-processes db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ bench-tracking: install
 
 bench-jobs: install
 	$(BIN)/python bench/jobs_queue.py $(BENCH_ARGS)
+
+bench-processes: install
+	$(BIN)/python bench/processes.py $(BENCH_ARGS)
 
 # The job queue beside pgqueuer and procrastinate (their packages only in the bench's venv).
 bench-peers: install
