@@ -13,7 +13,7 @@ from django.db import connection
 
 from jobs.runtime.database import DATABASE_ERRORS, error_extra
 from jobs.runtime.periodic import PeriodicRunner
-from pipeline_project.databases import connection_params
+from pipeline_project.databases import connection_params, is_transient_error
 
 log = logging.getLogger("jobs.runtime")
 
@@ -261,7 +261,10 @@ class Runtime:
     def _on_database_error(self, exc: Exception) -> None:
         self._failures += 1
         delay = min(5.0, 0.25 * 2 ** min(self._failures, 5))
-        log.warning("database unavailable; retrying", extra={**error_extra(exc), "retry_in_sec": delay})
+        if is_transient_error(exc):
+            log.warning("database unavailable; retrying", extra={**error_extra(exc), "retry_in_sec": delay})
+        else:  # a statement the database refuses: a bug to see, not an outage to wait out quietly
+            log.error("a database statement failed; retrying", exc_info=exc, extra={"retry_in_sec": delay})
         self._close_listener()
         connection.close()
         self._retry_at = time.monotonic() + delay

@@ -3,6 +3,8 @@
 import threading
 import time
 
+import psycopg
+
 from tests.jobs.runtime.fakes import FakeListener, FakeSource, OperationalError, Running, make_runtime, wait_until
 
 
@@ -137,3 +139,14 @@ def test_the_sweep_checks_the_listener_and_rechecks_every_source():
 
     with Running(make_runtime(source, sweep_sec=0.1)):
         wait_until(lambda: source.rechecks >= 3, timeout=2)
+
+
+def test_a_refused_statement_is_logged_as_an_error_with_its_traceback(caplog):
+    source = FakeSource()
+    source.step_errors.append(psycopg.errors.SyntaxError("syntax error at or near claimed"))
+
+    with Running(make_runtime(source)):
+        wait_until(lambda: any(record.levelname == "ERROR" for record in caplog.records))
+
+    [record] = [record for record in caplog.records if record.levelname == "ERROR"]
+    assert record.getMessage() == "a database statement failed; retrying" and record.exc_info
