@@ -10,7 +10,7 @@ the process's new state, the timer it set, the calls it unblocked, the retry or 
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -216,7 +216,7 @@ def process_put(*, namespace: str, process_id: str, process: dict, action: Any =
     and optionally an action: ``{"set_timer": ..., "remove": true?}`` or ``"remove"``."""
     registry.require(namespace)
     _check_process_id(process_id)
-    imported = _put_problems(process, action)
+    imported = _put_problems(process, action, process_id=process_id)
     with transaction.atomic():
         now = timezone.now()
         try:
@@ -259,10 +259,13 @@ def process_put(*, namespace: str, process_id: str, process: dict, action: Any =
             _schedule_task(row, "remove" if imported["timer_removes"] else "timeout", at=imported["timer_at"])
 
 
-def _put_problems(process: Any, action: Any) -> dict:
+def _put_problems(process: Any, action: Any, *, process_id: str) -> dict:
     """A put's process and action, checked (400 naming what is wrong)."""
-    if not isinstance(process, dict) or set(process) - {"status", "detail", "aux_state", "metadata", "history"}:
-        raise InvalidInputError("process must be an object with status, detail, aux_state, metadata, history")
+    fields = {"process_id", "status", "detail", "aux_state", "metadata", "history"}
+    if not isinstance(process, dict) or set(process) - fields:
+        raise InvalidInputError(f"process must be an object with {', '.join(sorted(fields))}")
+    if process.get("process_id", process_id) != process_id:
+        raise InvalidInputError("process.process_id differs from the process id in the request")
     status = process.get("status", "running")
     if status not in ("init", "running", "error"):
         raise InvalidInputError("process status must be init, running or error")
@@ -273,8 +276,12 @@ def _put_problems(process: Any, action: Any) -> dict:
     for event in history:
         if set(event) - {"event_id", "timestamp", "payload", "metadata"}:
             raise InvalidInputError("history events have event_id, timestamp, payload and metadata only")
-        if "timestamp" in event and _timer_time(event["timestamp"]) is None:
-            raise InvalidInputError("event timestamps are ISO 8601 with a time zone")
+        if "timestamp" in event and _event_time(event["timestamp"]) is None:
+            raise InvalidInputError("event timestamps are Unix seconds or ISO 8601 with a time zone")
+    history = [
+        {**event, "timestamp": _event_time(event["timestamp"]).isoformat()} if "timestamp" in event else event
+        for event in history
+    ]
     _check_json("process", process)
     timer_at, removes = None, False
     if isinstance(action, dict) and "set_timer" in action and set(action) <= {"set_timer", "remove"}:
@@ -436,6 +443,16 @@ def result_parse(value: Any) -> Result | str:
         timer_at=timer_at,
         timer_removes=removes,
     )
+
+
+def _event_time(value: Any) -> datetime | None:
+    """An imported event's time: Unix seconds (as progressor exports them) or ISO 8601."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    return _timer_time(value) if isinstance(value, str) else None
 
 
 def _timer_time(value: Any) -> datetime | None:

@@ -2,11 +2,13 @@
 
 import time
 import uuid
+from datetime import datetime, timedelta
 
 import pytest
+from django.utils import timezone
 
 from jobs.processes import services
-from jobs.processes.models import Process, Task
+from jobs.processes.models import Process, Running, Task
 from jobs.processes.selectors import process_get, process_trace
 from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
 from tests.conftest import ALL_DATABASES_COMMITTED
@@ -354,3 +356,40 @@ def test_put_refuses_malformed_imports(process, action):
     with pytest.raises(InvalidInputError):
         services.process_put(namespace=NS, process_id=new_id(), process=process, action=action)
     assert not Process.objects.exists()
+
+
+def test_put_takes_progressors_export_shape():
+    pid = new_id()
+    exported_at = 1_790_000_000  # Unix seconds, as progressor writes event timestamps
+    services.process_put(
+        namespace=NS,
+        process_id=pid,
+        process={"process_id": pid, "status": "running", "history": [{"event_id": 1, "timestamp": exported_at}]},
+    )
+
+    [event] = process_get(namespace=NS, process_id=pid)["history"]
+    assert datetime.fromisoformat(event["timestamp"]).timestamp() == exported_at
+    with pytest.raises(InvalidInputError, match="differs"):
+        services.process_put(namespace=NS, process_id=new_id(), process={"process_id": "someone-else"})
+
+
+def test_put_of_a_process_with_a_running_task_from_the_past_is_collected_as_a_zombie(settings):
+    settings.PROC_ZOMBIE_PERIOD_SEC = 0.1
+    settings.PROC_ZOMBIE_MARGIN_SEC = 0.0
+    pid = new_id()
+    services.process_put(namespace="test.quick", process_id=pid, process={"history": [{"event_id": 1}]})
+    process = Process.objects.get(process_id=pid)
+    long_ago = timezone.now() - timedelta(seconds=30)
+    stuck = Task.objects.create(
+        process=process, task_type="timeout", status="running", scheduled_time=long_ago, running_time=long_ago
+    )
+    Running.objects.create(
+        process=process, task=stuck, namespace="test.quick", task_type="timeout", running_time=long_ago, worker="gone"
+    )
+
+    with serving(namespaces={"test.quick": 1}):
+        wait_for(lambda: Process.objects.get(process_id=pid).status == "error", what="zombie collection")
+
+    got = process_get(namespace="test.quick", process_id=pid)
+    assert (got["detail"], got["corrupted_by"]) == ("zombie detected", stuck.task_id)
+    assert not Running.objects.filter(process=process).exists()
