@@ -12,19 +12,16 @@ from django.views.decorators.http import require_POST
 
 from jobs import dashboard, selectors, services
 from jobs.models import Job, JobEvent, PeriodicTask, Queue, Worker
-from pipeline_project.core.admin import ReadOnlyAdminMixin
+from pipeline_project.core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from pipeline_project.core.errors import ApplicationError
 
 
-class JobEventInline(ReadOnlyAdminMixin, admin.TabularInline):
+class JobEventInline(ReadOnlyTabularInline):
     """The journal is append-only; services write it together with the job."""
 
     model = JobEvent
     fields = ["event_id", "ts", "kind", "payload"]
-    readonly_fields = fields
     ordering = ["event_id"]
-    extra = 0
-    can_delete = False
 
 
 @admin.register(Job)

@@ -7,11 +7,11 @@ from django.urls import path
 
 from jobs.processes import registry, selectors, services
 from jobs.processes.models import Event, Process, Task
-from pipeline_project.core.admin import ReadOnlyAdminMixin
+from pipeline_project.core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from pipeline_project.core.errors import ApplicationError
 
 
-class TaskInline(ReadOnlyAdminMixin, admin.TabularInline):
+class TaskInline(ReadOnlyTabularInline):
     model = Task
     fields = [
         "task_id",
@@ -24,19 +24,13 @@ class TaskInline(ReadOnlyAdminMixin, admin.TabularInline):
         "response",
         "attempts_count",
     ]
-    readonly_fields = fields
     ordering = ["task_id"]
-    extra = 0
-    can_delete = False
 
 
-class EventInline(ReadOnlyAdminMixin, admin.TabularInline):
+class EventInline(ReadOnlyTabularInline):
     model = Event
     fields = ["event_id", "task", "timestamp", "payload", "metadata"]
-    readonly_fields = fields
     ordering = ["event_id"]
-    extra = 0
-    can_delete = False
 
 
 @admin.register(Process)

@@ -26,6 +26,16 @@ class ReadOnlyAdminMixin:
         return False
 
 
+class ReadOnlyTabularInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """Rows shown under their parent as services wrote them: every listed field read-only."""
+
+    extra = 0
+    can_delete = False
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.fields
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["name", "key_prefix", "is_active", "created_at", "created_by", "last_used_at", "revoked_at"]

@@ -1,4 +1,3 @@
-import threading
 import uuid
 from contextlib import contextmanager
 
@@ -7,18 +6,9 @@ import pytest
 import tests.jobs.handlers  # noqa: F401  (registers the test.* handlers)
 from jobs import services
 from jobs.models import Job, JobEvent
-from jobs.registry import registry
-from jobs.worker import WorkerConfig, build_worker
+from jobs.worker import WorkerConfig
 from tests.helpers import wait_for
-
-# Fast clocks for tests: heartbeats, reaper and retries in fractions of a second.
-FAST = {
-    "heartbeat_sec": 0.2,
-    "retry_backoff_sec": 0.05,
-    "reaper_period_sec": 0.2,
-    "sweep_sec": 60.0,  # long: tests that see jobs picked up quickly prove NOTIFY works
-    "shutdown_timeout_sec": 5.0,
-}
+from tests.jobs.helpers import FAST, worker_in_thread
 
 
 def enqueue(**fields) -> services.Enqueued:
@@ -37,17 +27,9 @@ def kinds(job_id) -> list[str]:
 
 @contextmanager
 def running_worker(queues=None, **overrides):
-    """A worker runtime running its loop in a thread of the test process, stopped on exit."""
-    config = WorkerConfig.from_settings(queues or {"default": 2}, **{**FAST, **overrides})
-    worker = build_worker(config, registry)
-    thread = threading.Thread(target=worker.run, name="test-worker", daemon=True)
-    thread.start()
-    try:
+    """A worker runtime serving ``queues`` in a thread of the test process, stopped on exit."""
+    with worker_in_thread(WorkerConfig.from_settings(queues or {"default": 2}, **{**FAST, **overrides})) as worker:
         yield worker
-    finally:
-        worker.request_stop()
-        thread.join(timeout=30)
-        assert not thread.is_alive(), "the worker did not stop"
 
 
 def wait_for_status(job_id, *statuses, timeout=15.0) -> Job:

@@ -4,27 +4,16 @@ from contextlib import contextmanager
 from django.db import connections
 
 import tests.jobs.processes.processors  # noqa: F401  (registers the test.* namespaces)
-from jobs.registry import registry
-from jobs.worker import WorkerConfig, build_worker
-
-FAST = {"heartbeat_sec": 0.2, "reaper_period_sec": 0.2, "sweep_sec": 60.0, "shutdown_timeout_sec": 5.0}
+from jobs.worker import WorkerConfig
+from tests.jobs.helpers import FAST, worker_in_thread
 
 
 @contextmanager
 def serving(namespaces=None, **overrides):
-    """A runtime serving process namespaces in a thread of the test process, stopped on exit."""
-    config = WorkerConfig.from_settings(
-        {}, namespaces=namespaces or {"test.scripted": 4, "test.quick": 2}, **{**FAST, **overrides}
-    )
-    worker = build_worker(config, registry)
-    thread = threading.Thread(target=worker.run, name="test-process-worker", daemon=True)
-    thread.start()
-    try:
+    """A worker runtime serving process namespaces in a thread of the test process, stopped on exit."""
+    namespaces = namespaces or {"test.scripted": 4, "test.quick": 2}
+    with worker_in_thread(WorkerConfig.from_settings({}, namespaces=namespaces, **{**FAST, **overrides})) as worker:
         yield worker
-    finally:
-        worker.request_stop()
-        thread.join(timeout=30)
-        assert not thread.is_alive(), "the worker did not stop"
 
 
 def thread(target, **kwargs) -> threading.Thread:

@@ -161,7 +161,6 @@ def make_runtime(*sources, shutdown_timeout_sec=5.0, sweep_sec=60.0, listener=No
 
     runtime = Runtime(
         list(sources),
-        name="test",
         session=lambda: None,
         sweep_sec=sweep_sec,
         shutdown_timeout_sec=shutdown_timeout_sec,
