@@ -19,6 +19,7 @@ import argparse
 import os
 import random
 import statistics
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,8 +46,6 @@ PROCESSES = 100
 
 
 def runworker(env):
-    import subprocess
-
     return subprocess.Popen(
         [
             PYTHON,

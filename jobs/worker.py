@@ -97,20 +97,25 @@ class WorkerConfig:
 def build_worker(config: WorkerConfig, registry: Registry) -> Runtime:
     """The runworker process: the runtime serving the configured queues and process
     namespaces side by side, with their housekeeping."""
-    queue = QueueSource(config, registry)
-    sources = [queue] if config.queues else []
+    worker_id = uuid.uuid4()
+    name = worker_name(worker_id)
+    sources = [QueueSource(config, registry, worker_id=worker_id)] if config.queues else []
     if config.namespaces:
-        sources.append(NamespaceSource(config.namespaces, worker_name=queue.worker_name))
+        sources.append(NamespaceSource(config.namespaces, worker_name=name))
     tasks = [*(queue_tasks(config) if config.queues else []), *process_tasks(config.namespaces)]
-    periodic = PeriodicRunner(tasks, runner_name=queue.worker_name) if config.run_reaper and tasks else None
+    periodic = PeriodicRunner(tasks, runner_name=name) if config.run_reaper and tasks else None
     return Runtime(
         sources,
-        name=queue.worker_name,
         session=lambda: configure_session(config.synchronous_commit),
         sweep_sec=config.sweep_sec,
         shutdown_timeout_sec=config.shutdown_timeout_sec,
         periodic=periodic,
     )
+
+
+def worker_name(worker_id: uuid.UUID) -> str:
+    """How a worker process names itself in leases, events and logs: host, pid, id prefix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{str(worker_id)[:8]}"
 
 
 # A lease due for renewal within this share of its interval is renewed with those due now.
@@ -134,11 +139,11 @@ class QueueSource:
 
     channels = (NOTIFY_CHANNEL, CANCEL_CHANNEL)
 
-    def __init__(self, config: WorkerConfig, registry: Registry):
+    def __init__(self, config: WorkerConfig, registry: Registry, *, worker_id: uuid.UUID | None = None):
         self.config = config
         self.registry = registry
-        self.worker_id = uuid.uuid4()
-        self.worker_name = f"{socket.gethostname()}:{os.getpid()}:{str(self.worker_id)[:8]}"
+        self.worker_id = worker_id or uuid.uuid4()
+        self.worker_name = worker_name(self.worker_id)
         self.recorder: Recorder[Running] = Recorder(
             name="job-recorder", write=self._write, on_recorded=self._on_recorded, linger_sec=config.record_linger_sec
         )

@@ -9,6 +9,7 @@ the process's new state, the timer it set, the calls it unblocked, the retry or 
 """
 
 import json
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from jobs.processes import registry
+from jobs.processes import metrics, registry
 from jobs.processes.models import (
     CALL_TYPES,
     MAX_PROCESS_ID_CHARS,
@@ -97,6 +98,7 @@ def process_init_prepare(
     definition = registry.require(namespace)
     _check_process_id(process_id)
     _check_json("args", args)
+    started = time.perf_counter()
     task_id = _replayed(idempotency_key)
     if task_id is None:
         try:
@@ -112,7 +114,7 @@ def process_init_prepare(
                 if "ux_dl_processes_ns_id" in str(exc):
                     raise ConflictError("process already exists", code="process_exists") from None
                 raise
-    return PreparedTask(task_id, definition.process_step_timeout)
+    return _prepared(task_id, "init", definition, started)
 
 
 # A client's call or repair, in one statement: the process is locked and its status checked,
@@ -154,6 +156,7 @@ def process_task_prepare(
     (then its result sets, cancels or unblocks them)."""
     definition = registry.require(namespace)
     _check_json("args", args)
+    started = time.perf_counter()
     task_id = _replayed(idempotency_key)
     if task_id is None:
         wanted = "error" if task_type == "repair" else "running"
@@ -179,6 +182,14 @@ def process_task_prepare(
                 raise NotFoundError("process not found", code="process_not_found")
             if task_id is None:
                 raise ConflictError(f"process is {status}", code=f"process_{status}")
+    return _prepared(task_id, task_type, definition, started)
+
+
+def _prepared(task_id: int, task_type: str, definition: registry.Namespace, started: float) -> PreparedTask:
+    """A client's task in the schedule; its preparation time goes to progressor's histogram."""
+    metrics.REQUEST_PREPARING.labels(namespace=definition.name, task_type=task_type).observe(
+        (time.perf_counter() - started) * 1000
+    )
     return PreparedTask(task_id, definition.process_step_timeout)
 
 

@@ -27,7 +27,6 @@ log = logging.getLogger("jobs.processes")
 class TaskRun:
     namespace: registry.Namespace
     task: services.ClaimedTask
-    claimed_at: float
 
 
 class NamespaceSource:
@@ -138,7 +137,7 @@ class NamespaceSource:
                 raise
             metrics.CALLS_SCANNING.labels(namespace=name).observe((time.perf_counter() - started) * 1000)
             for task in tasks:
-                run = TaskRun(self.definitions[name], task, time.monotonic())
+                run = TaskRun(self.definitions[name], task)
                 self._running.add(run)
                 lane.submit(run)
             if len(tasks) < limit:  # took all that is due: sleep until the next one is
@@ -168,9 +167,6 @@ class NamespaceSource:
             services.task_remove_process(task=task, namespace=definition.name)
             metrics.PROCESS_REMOVING.labels(namespace=definition.name).observe((time.perf_counter() - started) * 1000)
             return
-        metrics.REQUEST_PREPARING.labels(namespace=definition.name, task_type=task.task_type).observe(
-            (time.monotonic() - run.claimed_at) * 1000  # claimed (with the process and its history) → handed over
-        )
         started = time.perf_counter()
         try:
             outcome = services.result_parse(definition.processor(task.task_type, task.args, task.view))

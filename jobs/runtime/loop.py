@@ -70,7 +70,6 @@ class Runtime:
         self,
         sources: list[WorkSource],
         *,
-        name: str,
         session: Callable[[], None],
         sweep_sec: float,
         shutdown_timeout_sec: float,
@@ -78,7 +77,6 @@ class Runtime:
         connect_listener: Callable[[], psycopg.Connection] | None = None,
     ):
         self.sources = sources
-        self.name = name
         self._session = session  # configures the control thread's connection
         self._sweep_sec = sweep_sec
         self._shutdown_timeout_sec = shutdown_timeout_sec

@@ -138,25 +138,22 @@ class NotificationHub:
         that nothing sent after the caller's next read is missed."""
         subscription = Subscription()
         keys = list(keys)
-        await self.add(channel, keys, subscription)
+        await self.attach(channel, keys, subscription).start()
         try:
             yield subscription
         finally:
-            self.remove(channel, keys, subscription)
+            self.detach(channel, keys, subscription)
 
-    def listener(self, channel: str) -> "_ChannelListener":
+    def attach(self, channel: str, keys: list[str], subscription: Subscription) -> "_ChannelListener":
+        """Add ``subscription`` to ``keys`` of ``channel``'s listener (created, not started, if new)."""
         listener = self._listeners.get(channel)
         if listener is None:
             listener = self._listeners[channel] = _ChannelListener(channel)
-        return listener
-
-    async def add(self, channel: str, keys: list[str], subscription: Subscription) -> None:
-        listener = self.listener(channel)
         for key in keys:
             listener.subscribers.setdefault(key, set()).add(subscription)
-        await listener.start()
+        return listener
 
-    def remove(self, channel: str, keys: list[str], subscription: Subscription) -> None:
+    def detach(self, channel: str, keys: list[str], subscription: Subscription) -> None:
         listener = self._listeners.get(channel)
         for key in keys:
             subscribers = listener.subscribers.get(key) if listener is not None else None
@@ -261,22 +258,14 @@ class _BlockingHub:
         keys = list(keys)
         subscription = BlockingSubscription()
         with self._lock:
-            listener = hub.listener(channel)
+            listener = hub.attach(channel, keys, subscription)
         if not listener.ready:
             asyncio.run_coroutine_threadsafe(listener.start(), loop).result()
-        with self._lock:
-            for key in keys:
-                listener.subscribers.setdefault(key, set()).add(subscription)
         try:
             yield subscription
         finally:
             with self._lock:
-                for key in keys:
-                    subscribers = listener.subscribers.get(key)
-                    if subscribers is not None:
-                        subscribers.discard(subscription)
-                        if not subscribers:
-                            del listener.subscribers[key]
+                hub.detach(channel, keys, subscription)
 
     def close(self) -> None:
         """Close the LISTEN connections and stop the loop (the next subscription starts anew)."""
