@@ -23,6 +23,7 @@ WORK_CHANNEL = "dl_proc_work"
 TASK_DONE_CHANNEL = "dl_proc_task_done"
 
 MAX_PROCESS_ID_CHARS = 256
+MAX_EVENT_ID = 2**31 - 1  # event ids are PostgreSQL integers
 
 
 def _one_of(field: str, values: tuple[str, ...], name: str) -> models.CheckConstraint:

@@ -21,6 +21,7 @@ from django.utils.dateparse import parse_datetime
 from jobs.processes import metrics, registry
 from jobs.processes.models import (
     CALL_TYPES,
+    MAX_EVENT_ID,
     MAX_PROCESS_ID_CHARS,
     TASK_DONE_CHANNEL,
     TIMER_TYPES,
@@ -282,8 +283,10 @@ def _put_problems(process: Any, action: Any, *, process_id: str) -> dict:
         raise InvalidInputError("process status must be init, running or error")
     history = process.get("history") or []
     ids = [event.get("event_id") if isinstance(event, dict) else None for event in history]
-    if any(isinstance(i, bool) or not isinstance(i, int) or i < 1 for i in ids) or len(set(ids)) != len(ids):
-        raise InvalidInputError("each history event needs a distinct positive integer event_id")
+    if any(isinstance(i, bool) or not isinstance(i, int) or not 1 <= i <= MAX_EVENT_ID for i in ids) or len(
+        set(ids)
+    ) != len(ids):
+        raise InvalidInputError(f"each history event needs a distinct integer event_id from 1 to {MAX_EVENT_ID}")
     for event in history:
         if set(event) - {"event_id", "timestamp", "payload", "metadata"}:
             raise InvalidInputError("history events have event_id, timestamp, payload and metadata only")
@@ -467,15 +470,20 @@ def _event_time(value: Any) -> datetime | None:
 
 
 def _timer_time(value: Any) -> datetime | None:
-    if isinstance(value, bool):
+    """A timer's time: seconds from now, an aware datetime or ISO 8601 text; None if it is none
+    of these or out of range (a processor's or client's mistake, not a crash)."""
+    try:
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int | float):
+            return timezone.now() + timedelta(seconds=value)
+        if isinstance(value, datetime):
+            return value if timezone.is_aware(value) else None
+        if isinstance(value, str):
+            parsed = parse_datetime(value)
+            return parsed if parsed is not None and timezone.is_aware(parsed) else None
+    except (OverflowError, ValueError):  # huge or NaN seconds; a well-formed but impossible date
         return None
-    if isinstance(value, int | float):
-        return timezone.now() + timedelta(seconds=value)
-    if isinstance(value, datetime):
-        return value if timezone.is_aware(value) else None
-    if isinstance(value, str):
-        parsed = parse_datetime(value)
-        return parsed if parsed is not None and timezone.is_aware(parsed) else None
     return None
 
 

@@ -347,6 +347,10 @@ def test_put_with_a_timer_and_with_a_remove_timer():
         ({"status": "done"}, None),
         ({"history": [{"event_id": 1}, {"event_id": 1}]}, None),
         ({"history": [{"event_id": "1"}]}, None),
+        ({"history": [{"event_id": 2**31}]}, None),
+        ({"history": [{"event_id": 1, "timestamp": 1e300}]}, None),
+        ({}, {"set_timer": 1e300}),
+        ({}, {"set_timer": "2026-02-30T00:00:00+00:00"}),
         ({"bogus": 1}, None),
         ({}, {"set_timer": "tomorrow"}),
         ({}, "explode"),
@@ -393,3 +397,11 @@ def test_put_of_a_process_with_a_running_task_from_the_past_is_collected_as_a_zo
     got = process_get(namespace="test.quick", process_id=pid)
     assert (got["detail"], got["corrupted_by"]) == ("zombie detected", stuck.task_id)
     assert not Running.objects.filter(process=process).exists()
+
+
+def test_a_timer_out_of_range_is_an_unsupported_result_not_a_crash():
+    pid = new_id()
+    with serving():
+        services.process_init(namespace=NS, process_id=pid)
+        with pytest.raises(services.ProcessorError, match="unsupported_result"):
+            services.process_call(namespace=NS, process_id=pid, args={"action": {"set_timer": 1e300}})
