@@ -1,6 +1,8 @@
 """Reads of durable processes: a process with its history, and its full trace."""
 
+import json
 import time
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -13,10 +15,17 @@ from jobs.processes.models import TASK_DONE_CHANNEL, Process, Running, Schedule,
 from jobs.processes.registry import ProcessView, require
 from jobs.services._db import _json
 from pipeline_project.core.errors import ApplicationError, InvalidInputError, NotFoundError
-from pipeline_project.core.notifications import blocking_hub, waiting_resources
+from pipeline_project.core.notifications import (
+    Listening,
+    Subscription,
+    WaitingResources,
+    blocking_hub,
+    waiting_resources,
+)
 
 DIRECTIONS = ("forward", "backward")
 ENDED = ("finished", "error", "cancelled")
+RECHECK_SEC = 5.0  # a waiter re-reads its task this often without a notification
 
 
 class StepTimeoutError(ApplicationError):
@@ -33,6 +42,14 @@ class TaskOutcome:
     process_status: str
 
 
+@dataclass(frozen=True)
+class PreparedTask:
+    """A client's task in the schedule: wait for its end for up to ``timeout`` seconds."""
+
+    task_id: int
+    timeout: float
+
+
 _OUTCOME = """
 SELECT t.status, t.response, p.status FROM dl_proc_tasks t JOIN dl_processes p ON p.id = t.process_pk
 WHERE t.task_id = %s
@@ -47,35 +64,87 @@ def task_outcome(task_id: int) -> TaskOutcome | None:
     return None if row is None else TaskOutcome(row[0], _json(row[1]), row[2])
 
 
-def wait_for_task(task_id: int, *, timeout: float) -> TaskOutcome | None:
-    """Wait (on a NOTIFY, holding no connection) until a task has ended; None if its process was removed."""
+def _notified_outcome(subscription: Subscription, task_id: int) -> TaskOutcome | None | bool:
+    """The outcome a task's end notification carried (``[status, response, process status]``,
+    when short), or False: read it."""
+    data = subscription.received.pop(str(task_id), "")
+    if not data:
+        return False
+    status, response, process_status = json.loads(data)
+    return TaskOutcome(status, response, process_status)
+
+
+def _ended(outcome: TaskOutcome | None) -> bool:
+    return outcome is None or outcome.status in ENDED
+
+
+@contextmanager
+def task_waiter():
+    """Listen for task ends before preparing a task: its end cannot then be missed, and the
+    usual end (a short response, carried by the notification) needs no read at all::
+
+        with task_waiter() as wait:
+            outcome = wait(process_task_prepare(...))
+    """
+    since = blocking_hub.listening(TASK_DONE_CHANNEL)
+    yield lambda task: wait_for_task(task.task_id, timeout=task.timeout, since=since)
+
+
+def wait_for_task(task_id: int, *, timeout: float, since: Listening | None = None) -> TaskOutcome | None:
+    """Wait (on a NOTIFY, holding no connection) until a task has ended; None if its process
+    was removed. Without ``since`` (see ``task_waiter``) the task is read before waiting."""
     deadline = time.monotonic() + timeout
-    with blocking_hub.subscribe(TASK_DONE_CHANNEL, [str(task_id)]) as subscription:
-        while True:
-            outcome = task_outcome(task_id)
-            if outcome is None or outcome.status in ENDED:
-                return outcome
+    with blocking_hub.subscribe(TASK_DONE_CHANNEL, [str(task_id)], since=since) as subscription:
+        outcome = task_outcome(task_id) if since is None else False
+        while outcome is False or not _ended(outcome):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise StepTimeoutError("timeout")
-            subscription.wait_blocking(min(left, 5.0))  # re-read now and then: a NOTIFY may be lost
+            subscription.wait_blocking(min(left, RECHECK_SEC))  # woken or not, look: a NOTIFY may be lost
+            outcome = _notified_outcome(subscription, task_id)
+            if outcome is False:
+                outcome = task_outcome(task_id)
+        return outcome
 
 
-async def wait_for_task_async(task_id: int, *, timeout: float) -> TaskOutcome | None:
-    """``wait_for_task`` for async views: on the event loop, holding no thread, and a pooled
-    connection only while it reads."""
-    deadline = time.monotonic() + timeout
+@asynccontextmanager
+async def task_waiter_async():
+    """``task_waiter`` for async views: waits on the event loop, holding no thread, and a pooled
+    connection only when it has to read."""
     async with waiting_resources() as resources:
-        async with resources.hub.subscribe(TASK_DONE_CHANNEL, [str(task_id)]) as subscription:
-            while True:
-                async with resources.pool.connection() as conn:
-                    row = await (await conn.execute(_OUTCOME, [task_id])).fetchone()
-                if row is None or row[0] in ENDED:
-                    return None if row is None else TaskOutcome(row[0], row[1], row[2])
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise StepTimeoutError("timeout")
-                await subscription.wait(min(left, 5.0))
+        since = await resources.hub.listening(TASK_DONE_CHANNEL)
+
+        async def wait(task: PreparedTask) -> TaskOutcome | None:
+            return await wait_for_task_async(task.task_id, timeout=task.timeout, since=since, resources=resources)
+
+        yield wait
+
+
+async def wait_for_task_async(
+    task_id: int, *, timeout: float, since: Listening | None = None, resources: WaitingResources | None = None
+) -> TaskOutcome | None:
+    """``wait_for_task`` on the event loop."""
+    if resources is None:
+        async with waiting_resources() as own:
+            return await wait_for_task_async(task_id, timeout=timeout, resources=own)
+
+    async def read() -> TaskOutcome | None:
+        async with resources.pool.connection() as conn:
+            row = await (await conn.execute(_OUTCOME, [task_id])).fetchone()
+        return None if row is None else TaskOutcome(row[0], row[1], row[2])
+
+    deadline = time.monotonic() + timeout
+    async with resources.hub.subscribe(TASK_DONE_CHANNEL, [str(task_id)], since=since) as subscription:
+        outcome = await read() if since is None else False
+        while outcome is False or not _ended(outcome):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise StepTimeoutError("timeout")
+            await subscription.wait(min(left, RECHECK_SEC))
+            outcome = _notified_outcome(subscription, task_id)
+            if outcome is False:
+                outcome = await read()
+        return outcome
 
 
 def history_range_clean(history_range: dict | None) -> dict:
@@ -92,14 +161,6 @@ def history_range_clean(history_range: dict | None) -> dict:
     if history_range.get("direction", "forward") not in DIRECTIONS:
         raise InvalidInputError("range direction must be forward or backward")
     return history_range
-
-
-@dataclass(frozen=True)
-class PreparedTask:
-    """A client's task in the schedule: wait for its end for up to ``timeout`` seconds."""
-
-    task_id: int
-    timeout: float
 
 
 def init_in_progress(*, namespace: str, process_id: str) -> PreparedTask | None:
@@ -166,13 +227,15 @@ def process_trace(*, namespace: str, process_id: str) -> list[dict[str, Any]]:
 
 def view_select(history_range: dict) -> tuple[str, dict]:
     """The select-list of a process row aliased ``p`` as a processor sees it (its fields and its
-    history in ``history_range``, aggregated), with its parameters; read by :func:`view_from`."""
+    history in ``history_range``, aggregated), with its parameters; read by :func:`view_from`.
+    The history is built as json, not jsonb: it is only sent, and jsonb would be built, sorted
+    and printed again (a fifth of the server's time on a call of a process with a long history)."""
     backward = history_range.get("direction") == "backward"
     sql = f"""
         p.process_id, p.namespace, p.status, p.detail, p.aux_state, p.metadata, p.last_event_id,
-        (SELECT coalesce(jsonb_agg(jsonb_build_object(
+        (SELECT coalesce(json_agg(json_build_object(
                     'event_id', e.event_id, 'task_id', e.task_id, 'timestamp', e.timestamp,
-                    'metadata', e.metadata, 'payload', e.payload) ORDER BY e.n), '[]'::jsonb)
+                    'metadata', e.metadata, 'payload', e.payload) ORDER BY e.n), '[]'::json)
          FROM (SELECT *, row_number() OVER () AS n FROM (
                    SELECT * FROM dl_proc_events
                    WHERE process_pk = p.id

@@ -35,9 +35,9 @@ from jobs.processes.selectors import (
     StepTimeoutError,
     TaskOutcome,
     history_range_clean,
+    task_waiter,
     view_from,
     view_select,
-    wait_for_task,
 )
 from jobs.services._db import _execute, _json, _rows
 from pipeline_project.core.errors import ApplicationError, ConflictError, InvalidInputError, NotFoundError
@@ -68,8 +68,14 @@ class ClaimedTask:
 
 def process_init(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
     """Create a process and run its init task; return the processor's response."""
-    task = process_init_prepare(namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key)
-    return task_result(wait_for_task(task.task_id, timeout=task.timeout))
+    with task_waiter() as wait:
+        return task_result(
+            wait(
+                process_init_prepare(
+                    namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
+                )
+            )
+        )
 
 
 def process_call(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
@@ -78,18 +84,20 @@ def process_call(*, namespace: str, process_id: str, args: Any = None, idempoten
     A call that arrives while another task of the process runs waits for it and runs next,
     before any timer; the process's timers are blocked until the call has run.
     """
-    task = process_task_prepare(
-        "call", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
-    )
-    return task_result(wait_for_task(task.task_id, timeout=task.timeout))
+    with task_waiter() as wait:
+        task = process_task_prepare(
+            "call", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
+        )
+        return task_result(wait(task))
 
 
 def process_repair(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
     """Run the processor with task type ``repair`` on a process in ``error``."""
-    task = process_task_prepare(
-        "repair", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
-    )
-    return task_result(wait_for_task(task.task_id, timeout=task.timeout))
+    with task_waiter() as wait:
+        task = process_task_prepare(
+            "repair", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
+        )
+        return task_result(wait(task))
 
 
 def process_init_prepare(
@@ -120,7 +128,9 @@ def process_init_prepare(
 
 # A client's call or repair, in one statement: the process is locked and its status checked,
 # the task goes into the schedule, the process's timers are blocked until it has run, and
-# the namespace's workers are told.
+# the namespace's workers are told. Its commit need not wait for the disk: the caller is
+# answered only after the task's end is committed, which flushes this too; a task lost in a
+# crash was never answered. (Committing a NOTIFY holds a server-wide lock: no fsync under it.)
 _PREPARE = """
 WITH p AS (
     SELECT id, status FROM dl_processes WHERE namespace = %(namespace)s AND process_id = %(process_id)s FOR UPDATE
@@ -144,7 +154,8 @@ blocked_tasks AS (
     UPDATE dl_proc_tasks t SET status = 'blocked', blocked_task = (SELECT task_id FROM task)
     FROM blocked b WHERE t.task_id = b.task_id
 )
-SELECT (SELECT status FROM p), task_id, pg_notify(%(channel)s, %(namespace)s || '@' || extract(epoch FROM scheduled_time))
+SELECT (SELECT status FROM p), task_id, pg_notify(%(channel)s, %(namespace)s || '@' || extract(epoch FROM scheduled_time)),
+       set_config('synchronous_commit', 'off', true)
 FROM (SELECT 1) AS one LEFT JOIN task ON true
 """
 
@@ -162,7 +173,7 @@ def process_task_prepare(
     if task_id is None:
         wanted = "error" if task_type == "repair" else "running"
         try:
-            [(status, task_id, _notified)] = _rows(
+            [(status, task_id, _notified, _async)] = _rows(
                 _PREPARE,
                 {
                     "namespace": namespace,
@@ -356,12 +367,11 @@ def tasks_claim(*, namespace: str, limit: int, worker: str, history_range: dict 
     rows = _rows(
         f"""
         WITH candidates AS MATERIALIZED (
-            SELECT s.task_id, s.process_pk, s.task_type, s.namespace FROM dl_proc_schedule s
+            SELECT s.task_id, s.process_pk, s.task_type FROM dl_proc_schedule s
             WHERE s.namespace = %(namespace)s AND s.status = 'waiting' AND s.scheduled_time <= now()
               AND NOT EXISTS (SELECT 1 FROM dl_proc_running r WHERE r.process_pk = s.process_pk)
             ORDER BY s.scheduled_time, s.task_id
             LIMIT %(window)s
-            FOR UPDATE SKIP LOCKED
         ),
         picked AS (
             SELECT * FROM (
@@ -370,8 +380,13 @@ def tasks_claim(*, namespace: str, limit: int, worker: str, history_range: dict 
             ) AS one_per_process
             ORDER BY task_id LIMIT %(limit)s
         ),
+        locked AS (  -- only the picked rows: a row lock is a write; another worker's are skipped
+            SELECT s.task_id FROM dl_proc_schedule s JOIN picked USING (task_id)
+            WHERE s.status = 'waiting'
+            FOR UPDATE OF s SKIP LOCKED
+        ),
         unscheduled AS (
-            DELETE FROM dl_proc_schedule s USING picked p WHERE s.task_id = p.task_id
+            DELETE FROM dl_proc_schedule s USING locked l WHERE s.task_id = l.task_id
             RETURNING s.task_id, s.process_pk, s.task_type, s.namespace
         ),
         started AS (
@@ -534,10 +549,13 @@ def task_remove_process(*, task: ClaimedTask, namespace: str) -> None:
         _execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task.task_id)])
 
 
+NOTIFIED_OUTCOME_MAX_BYTES = 2000  # the listener remembers its latest notifications: keep them small
+
 # A task that succeeded, in one statement (the hot path of every call): its events, the
 # process's new state, the timer change its action asks for (set: the earlier timers are
 # cancelled and a new one scheduled; unset: cancelled; none: the timers a call blocked are
-# unblocked), the task ended, and the notifications: the caller's, and the workers' (look
+# unblocked), the task ended, and the notifications: the caller's (with the outcome, when
+# short enough to spare the caller a read), and the workers' (look
 # now if a task of the process waits, due, behind this one; and when new or unblocked timers fall due).
 _SUCCEEDED = """
 WITH p AS (
@@ -591,7 +609,11 @@ ended AS (
     WHERE task_id = %(task)s
 )
 SELECT (SELECT corrupted_by FROM p),
-       pg_notify(%(done)s, %(task)s::text),
+       pg_notify(%(done)s, %(task)s::text || coalesce((
+           SELECT E'\n' || o.outcome FROM p, LATERAL (
+               SELECT jsonb_build_array('finished', %(response)s::jsonb,
+                                        CASE WHEN p.to_running THEN 'running' ELSE p.status END)::text AS outcome
+           ) AS o WHERE octet_length(o.outcome) <= %(notified_max)s), '')),
        (SELECT pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM now()))
         WHERE EXISTS (SELECT 1 FROM dl_proc_schedule WHERE process_pk = %(process)s AND status = 'waiting'
                       AND scheduled_time <= now())),
@@ -620,6 +642,7 @@ def _succeeded(task: ClaimedTask, namespace: str, result: Result) -> None:
             "response": _dumps(result.response),
             "namespace": namespace,
             "done": TASK_DONE_CHANNEL,
+            "notified_max": NOTIFIED_OUTCOME_MAX_BYTES,
             "work": WORK_CHANNEL,
         },
     )

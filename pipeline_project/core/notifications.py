@@ -14,6 +14,7 @@ import asyncio
 import logging
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -29,15 +30,39 @@ log = logging.getLogger("pipeline.notifications")
 
 RECONNECT_AFTER_SEC = (0.1, 0.5, 1.0, 2.0, 5.0)
 POOL_MAX_SIZE = 4
+# Each listener remembers its latest notifications, so that a subscription made just after one
+# (its key was known only then) still gets it: see ``Listening``.
+RECENT_NOTIFICATIONS = 4096
+
+
+@dataclass(frozen=True)
+class Listening:
+    """A listener's position, taken before the caller wrote what will be notified: a
+    subscription made later with it (``since``) gets every notification sent after this point,
+    from the listener's memory if it came before the subscription; if that cannot be sure (the
+    connection was lost, or too much came meanwhile), the subscription is woken to re-read."""
+
+    connection: int
+    received: int
 
 
 class Subscription:
-    """Woken when a notification for one of its keys arrives (or the listener reconnects)."""
+    """Woken when a notification for one of its keys arrives (or the listener reconnects).
+
+    A payload is ``key,key,...`` optionally followed by a newline and data; ``received`` holds
+    the data that came for each key (empty if none: re-read).
+    """
 
     def __init__(self):
         self._event = asyncio.Event()
+        self.received: dict[str, str] = {}
 
-    def wake(self) -> None:
+    def wake(self, key: str | None = None, data: str = "") -> None:
+        if key is not None:
+            self.received[key] = data
+        self._wake()
+
+    def _wake(self) -> None:
         self._event.set()
 
     async def wait(self, timeout: float) -> bool:
@@ -57,7 +82,7 @@ class BlockingSubscription(Subscription):
         super().__init__()
         self._thread_event = threading.Event()
 
-    def wake(self) -> None:
+    def _wake(self) -> None:
         self._thread_event.set()
 
     def wait_blocking(self, timeout: float) -> bool:
@@ -69,11 +94,14 @@ class BlockingSubscription(Subscription):
 
 class _ChannelListener:
     """One connection LISTENing on one channel, waking the subscribers of each key a payload
-    names (payloads are comma-separated keys)."""
+    names."""
 
     def __init__(self, channel: str):
         self.channel = channel
         self.subscribers: dict[str, set[Subscription]] = {}
+        self.recent: OrderedDict[str, str] = OrderedDict()
+        self.connections = 0  # LISTENs established: a change means notifications may have been missed
+        self.received = 0  # keys notified
         self._connection: psycopg.AsyncConnection | None = None
         self._reader: asyncio.Task | None = None
         self._ready = asyncio.Event()
@@ -81,6 +109,21 @@ class _ChannelListener:
     @property
     def ready(self) -> bool:
         return self._ready.is_set()
+
+    def position(self) -> Listening:
+        return Listening(self.connections, self.received)
+
+    def catch_up(self, keys: list[str], subscription: Subscription, since: Listening) -> None:
+        """Wake a new subscription with what came for its keys since ``since`` (a notification
+        arrives after it was remembered, or finds the subscription: either way, it is seen)."""
+        found = {key: self.recent.get(key) for key in keys}
+        # Checked after reading the memory: if it may have forgotten a key meanwhile, re-read.
+        if since.connection != self.connections or self.received - since.received >= RECENT_NOTIFICATIONS:
+            subscription.wake()
+            return
+        for key, data in found.items():
+            if data is not None:
+                subscription.wake(key, data)
 
     async def start(self) -> None:
         if self._reader is None:
@@ -108,16 +151,15 @@ class _ChannelListener:
             try:
                 self._connection = await psycopg.AsyncConnection.connect(**connection_params(), autocommit=True)
                 await self._connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                self.connections += 1
                 if failures:
                     self.wake_all()  # notifications may have been missed: every subscriber re-reads
                 failures = 0
                 self._ready.set()
                 async for notify in self._connection.notifies():
-                    for key in notify.payload.split(","):
-                        # A copy: threads may add and remove blocking subscriptions meanwhile.
-                        for subscription in tuple(self.subscribers.get(key, ())):
-                            subscription.wake()
+                    self._deliver(notify.payload)
             except psycopg.Error as exc:
+                self.connections += 1  # what the lost connection would have brought is unknown
                 delay = RECONNECT_AFTER_SEC[min(failures, len(RECONNECT_AFTER_SEC) - 1)]
                 failures += 1
                 log.warning("LISTEN connection lost; reconnecting", extra={"channel": self.channel, "error": str(exc)})
@@ -127,28 +169,56 @@ class _ChannelListener:
                     await self._connection.close()
                 await asyncio.sleep(delay)
 
+    def _deliver(self, payload: str) -> None:
+        keys, _newline, data = payload.partition("\n")
+        for key in keys.split(","):
+            self.received += 1
+            # Remembered before the subscribers are read, and a new subscription is added
+            # before it reads the memory (``catch_up``): one of the two sees the other.
+            self.recent[key] = data
+            self.recent.move_to_end(key)
+            if len(self.recent) > RECENT_NOTIFICATIONS:
+                self.recent.popitem(last=False)
+            # A copy: threads may add and remove blocking subscriptions meanwhile.
+            for subscription in tuple(self.subscribers.get(key, ())):
+                subscription.wake(key, data)
+
 
 class NotificationHub:
     def __init__(self):
         self._listeners: dict[str, _ChannelListener] = {}
 
+    async def listening(self, channel: str) -> Listening:
+        """Listen on ``channel`` now; the position to subscribe ``since`` after writing."""
+        listener = self.listener(channel)
+        await listener.start()
+        return listener.position()
+
     @asynccontextmanager
-    async def subscribe(self, channel: str, keys: Iterable[str]):
+    async def subscribe(self, channel: str, keys: Iterable[str], *, since: Listening | None = None):
         """A :class:`Subscription` to ``keys`` on ``channel``, listening before it is returned, so
-        that nothing sent after the caller's next read is missed."""
+        that nothing sent after the caller's next read (or after ``since``) is missed."""
         subscription = Subscription()
         keys = list(keys)
-        await self.attach(channel, keys, subscription).start()
+        listener = self.attach(channel, keys, subscription)
+        await listener.start()
+        if since is not None:
+            listener.catch_up(keys, subscription, since)
         try:
             yield subscription
         finally:
             self.detach(channel, keys, subscription)
 
-    def attach(self, channel: str, keys: list[str], subscription: Subscription) -> "_ChannelListener":
-        """Add ``subscription`` to ``keys`` of ``channel``'s listener (created, not started, if new)."""
+    def listener(self, channel: str) -> "_ChannelListener":
+        """``channel``'s listener (created, not started, if new)."""
         listener = self._listeners.get(channel)
         if listener is None:
             listener = self._listeners[channel] = _ChannelListener(channel)
+        return listener
+
+    def attach(self, channel: str, keys: list[str], subscription: Subscription) -> "_ChannelListener":
+        """Add ``subscription`` to ``keys`` of ``channel``'s listener."""
+        listener = self.listener(channel)
         for key in keys:
             listener.subscribers.setdefault(key, set()).add(subscription)
         return listener
@@ -239,17 +309,33 @@ class _BlockingHub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._hub: NotificationHub | None = None
 
+    @staticmethod
+    def _run(loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
     def _started(self) -> tuple[asyncio.AbstractEventLoop, NotificationHub]:
         with self._lock:
             if self._loop is None or self._loop.is_closed():
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="notification-hub", daemon=True).start()
+                threading.Thread(target=self._run, args=(loop,), name="notification-hub", daemon=True).start()
                 self._loop, self._hub = loop, NotificationHub()
             return self._loop, self._hub
 
+    def listening(self, channel: str) -> Listening:
+        """Listen on ``channel`` now; the position to subscribe ``since`` after writing."""
+        loop, hub = self._started()
+        with self._lock:
+            listener = hub.listener(channel)
+        if not listener.ready:
+            asyncio.run_coroutine_threadsafe(listener.start(), loop).result()
+        return listener.position()
+
     @contextmanager
-    def subscribe(self, channel: str, keys: Iterable[str]):
-        """A :class:`BlockingSubscription`, listening before it is returned.
+    def subscribe(self, channel: str, keys: Iterable[str], *, since: Listening | None = None):
+        """A :class:`BlockingSubscription`, listening before it is returned (see ``NotificationHub.subscribe``).
 
         Threads add and remove their subscriptions themselves, under a lock, rather than through
         the loop (no thread hop per wait); the loop only reads them, copying each set it wakes.
@@ -261,6 +347,8 @@ class _BlockingHub:
             listener = hub.attach(channel, keys, subscription)
         if not listener.ready:
             asyncio.run_coroutine_threadsafe(listener.start(), loop).result()
+        if since is not None:
+            listener.catch_up(keys, subscription, since)
         try:
             yield subscription
         finally:

@@ -2,7 +2,8 @@
 
 init, call and repair are async views (adrf): the task is put in the schedule in a thread,
 then the request waits for its end on the event loop (a NOTIFY through the process's
-notification hub), holding no thread and no database connection while the processor runs.
+notification hub, listened to before the task exists), holding no thread and no database
+connection while the processor runs.
 """
 
 from adrf.views import APIView
@@ -32,10 +33,10 @@ class ProcessTaskView(ProcessView):
 
     async def post(self, request, namespace, process_id):
         body = validated(s.TaskRequestSerializer, request.data)
-        task = await sync_to_async(self.prepare)(namespace, process_id, body)
-        ended = await selectors.wait_for_task_async(task.task_id, timeout=task.timeout)
-        response = await sync_to_async(services.task_result)(ended)
-        return Response({"response": response})
+        async with selectors.task_waiter_async() as wait:
+            task = await sync_to_async(self.prepare)(namespace, process_id, body)
+            ended = await wait(task)
+        return Response({"response": services.task_result(ended)})
 
 
 _TASK_SCHEMA = {
