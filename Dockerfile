@@ -17,6 +17,12 @@ WORKDIR /app
 RUN groupadd --system --gid 10001 app \
     && useradd --system --uid 10001 --gid app --home-dir /app --no-create-home app
 
+# OCR for the ingestion pipeline: Tesseract, and pdftoppm to render scanned PDF pages for it.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends tesseract-ocr poppler-utils \
+    && rm -rf /var/lib/apt/lists/*
+
 # Dependencies first, in a layer of their own: source changes do not reinstall them.
 COPY requirements/service.txt requirements/service.txt
 RUN pip install --no-cache-dir -r requirements/service.txt

@@ -45,7 +45,7 @@ from jobs.registry import FatalError, JobCancelled, JobContext, LeaseLost, Regis
 from jobs.runtime.database import DATABASE_ERRORS, configure_session, error_extra
 from jobs.runtime.lanes import Lane
 from jobs.runtime.loop import Runtime
-from jobs.runtime.periodic import PeriodicRunner
+from jobs.runtime.periodic import PeriodicRunner, registered_tasks
 from jobs.runtime.recorder import Recorder
 from pipeline_project.core.storable import json_problem, storable_text
 from pipeline_project.databases import is_transient_error
@@ -102,7 +102,7 @@ def build_worker(config: WorkerConfig, registry: Registry) -> Runtime:
     sources = [QueueSource(config, registry, worker_id=worker_id)] if config.queues else []
     if config.namespaces:
         sources.append(NamespaceSource(config.namespaces, worker_name=name))
-    tasks = [*(queue_tasks(config) if config.queues else []), *process_tasks(config.namespaces)]
+    tasks = [*(queue_tasks(config) + registered_tasks() if config.queues else []), *process_tasks(config.namespaces)]
     periodic = PeriodicRunner(tasks, runner_name=name) if config.run_reaper and tasks else None
     return Runtime(
         sources,

@@ -231,6 +231,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # Several "status" fields with different choices: each its own schema name.
+    "ENUM_NAME_OVERRIDES": {
+        "IngestionRunStatusEnum": "ingestion.models.RunStatus",
+        "IngestionItemStatusEnum": "ingestion.models.ItemStatus",
+    },
     # The schema and the docs need the same access as the API.
     "SERVE_PERMISSIONS": ["pipeline_project.core.permissions.IsDaemonOrPermittedStaff"],
     "POSTPROCESSING_HOOKS": [
@@ -266,6 +271,19 @@ PROCESSOR_MODULES = env_list("PROCESSOR_MODULES", "")
 # A running task older than its namespace's step timeout plus this margin is a zombie.
 PROC_ZOMBIE_MARGIN_SEC = float(os.environ.get("PROC_ZOMBIE_MARGIN_SEC", "30"))
 PROC_ZOMBIE_PERIOD_SEC = float(os.environ.get("PROC_ZOMBIE_PERIOD_SEC", "10"))
+
+# Ingestion (seed 004): the discover → download → ocr pipeline's jobs and limits.
+INGESTION_QUEUE = os.environ.get("INGESTION_QUEUE", "default")
+INGESTION_STORAGE_DIR = Path(os.environ.get("INGESTION_STORAGE_DIR", BASE_DIR / "var" / "ingestion"))
+INGESTION_FETCH_TIMEOUT_SEC = float(os.environ.get("INGESTION_FETCH_TIMEOUT_SEC", "15"))
+INGESTION_USER_AGENT = os.environ.get("INGESTION_USER_AGENT", "pipeline-control-plane/1 (ingestion)")
+INGESTION_DOCUMENT_EXTENSIONS = (".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".gif", ".bmp", ".webp")
+INGESTION_OCR_MAX_PAGES = int(os.environ.get("INGESTION_OCR_MAX_PAGES", "20"))
+INGESTION_OCR_TIMEOUT_SEC = float(os.environ.get("INGESTION_OCR_TIMEOUT_SEC", "120"))
+# The text quality gate: less text than this, or a smaller share of letters, needs review.
+INGESTION_MIN_TEXT_CHARS = int(os.environ.get("INGESTION_MIN_TEXT_CHARS", "20"))
+INGESTION_MIN_LETTER_SHARE = float(os.environ.get("INGESTION_MIN_LETTER_SHARE", "0.5"))
+INGESTION_SETTLE_PERIOD_SEC = float(os.environ.get("INGESTION_SETTLE_PERIOD_SEC", "1"))
 
 DL_EVENTS_RECHECK_SEC = env_number("DL_EVENTS_RECHECK_SEC", 5)  # a follower re-reads this often without a NOTIFY
 DL_EVENTS_MAX_FOLLOW_SEC = env_number("DL_EVENTS_MAX_FOLLOW_SEC", 3600)  # then the client resumes with ?after=

@@ -12,6 +12,8 @@ urlpatterns = [
     path("api/v1/pipeline/", include("tracking.api.urls")),
     path("api/v1/", include("jobs.api.urls")),
     path("api/v1/", include("jobs.processes.api.urls")),
+    path("api/v1/ingestion/", include("ingestion.api.urls")),
+    path("pipeline/", include("ingestion.urls")),
     path("admin/", admin.site.urls),
 ]
 

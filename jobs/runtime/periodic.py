@@ -28,6 +28,19 @@ class PeriodicTask:
     work: Callable[[], dict]  # returns what it did: recorded on the task's row, logged when not all zero
 
 
+_registered: list[Callable[[], list[PeriodicTask]]] = []
+
+
+def register_periodic(tasks: Callable[[], list[PeriodicTask]]) -> None:
+    """An app's periodic tasks, run by every worker that serves queues (called from the app's
+    ``job_handlers`` module, which workers import before they start)."""
+    _registered.append(tasks)
+
+
+def registered_tasks() -> list[PeriodicTask]:
+    return [task for tasks in _registered for task in tasks()]
+
+
 class PeriodicRunner:
     """Runs the tasks that are due, as often as their periods say."""
 

@@ -1,0 +1,67 @@
+from rest_framework import serializers
+
+from ingestion.models import IngestionItem, IngestionRun, RunStage, RunStatus
+from ingestion.services import MAX_ITEMS_PER_CALL
+
+
+class RunSerializer(serializers.ModelSerializer):
+    source_id = serializers.IntegerField()
+    source_name = serializers.CharField(source="source.name")
+
+    class Meta:
+        model = IngestionRun
+        fields = [
+            "id",
+            "source_id",
+            "source_name",
+            "status",
+            "active_stage",
+            "error_message",
+            "stats_json",
+            "manual",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "updated_at",
+        ]
+
+
+class RunCreateSerializer(serializers.Serializer):
+    source_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
+    manual = serializers.BooleanField(default=False)
+
+
+class RunUpdateSerializer(serializers.Serializer):
+    """The seed's run-level update (section 9); fields left out are kept."""
+
+    status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+    active_stage = serializers.ChoiceField(choices=RunStage.choices, required=False)
+    error_message = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
+    stats_json = serializers.DictField(required=False)
+    finished_at = serializers.DateTimeField(required=False)
+
+
+class ItemSerializer(serializers.ModelSerializer):
+    run_id = serializers.UUIDField()
+    source_id = serializers.IntegerField()
+
+    class Meta:
+        model = IngestionItem
+        exclude = ["run", "source"]
+
+
+class ItemsUpsertSerializer(serializers.Serializer):
+    """One item (an object with the seed's columns), or ``{"items": [...]}``. The rules are the
+    service's; here only the envelope."""
+
+    items = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_ITEMS_PER_CALL)
+
+
+class UpsertedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    item_key = serializers.CharField()
+    created = serializers.BooleanField()
+
+
+class UpsertResultSerializer(serializers.Serializer):
+    items = UpsertedSerializer(many=True)

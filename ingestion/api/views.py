@@ -1,0 +1,107 @@
+"""``/api/v1/ingestion/...``: runs and items for external workers (seed 004), thin views."""
+
+import uuid
+
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ingestion import selectors, services
+from ingestion.api import serializers as s
+from ingestion.api.filters import ItemFilter, RunFilter
+from ingestion.models import IngestionItem, IngestionRun
+from pipeline_project.core.pagination import StrictCursorPagination
+from pipeline_project.core.schema import error_responses
+from pipeline_project.core.validation import validated
+
+
+class RunPagination(StrictCursorPagination):
+    ordering = ("-created_at",)
+    page_size = 50
+    max_page_size = 500
+
+    def position_is_valid(self, position: str) -> bool:
+        try:
+            return parse_datetime(position) is not None
+        except ValueError:
+            return False
+
+
+class ItemPagination(StrictCursorPagination):
+    ordering = ("id",)
+    page_size = 100
+    max_page_size = 1000
+
+    def position_is_valid(self, position: str) -> bool:
+        return position.isascii() and position.isdigit() and len(position) < 19
+
+
+class RunListView(generics.ListAPIView):
+    permission_model = IngestionRun
+    post_permission = "add"
+    serializer_class = s.RunSerializer
+    filterset_class = RunFilter
+    pagination_class = RunPagination
+
+    def get_queryset(self):
+        return selectors.run_list()
+
+    @extend_schema(summary="Runs, newest first, filtered and cursor-paginated")
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        request=s.RunCreateSerializer,
+        responses={201: s.RunSerializer, **error_responses(**{"404": "No such source"})},
+        summary="Create a pending run of a source",
+    )
+    def post(self, request):
+        body = validated(s.RunCreateSerializer, request.data)
+        run = services.run_create(**body)
+        return Response(s.RunSerializer(selectors.run_get(run_id=run.id)).data, status=status.HTTP_201_CREATED)
+
+
+class RunDetailView(APIView):
+    permission_model = IngestionRun
+
+    @extend_schema(responses=s.RunSerializer, summary="A run with its stats")
+    def get(self, request, run_id: uuid.UUID):
+        return Response(s.RunSerializer(selectors.run_get(run_id=run_id)).data)
+
+    @extend_schema(
+        request=s.RunUpdateSerializer,
+        responses={200: s.RunSerializer, **error_responses(**{"409": "The run's status cannot change that way"})},
+        summary="Update a run's status, active stage, error message, stats or finish time",
+    )
+    def patch(self, request, run_id: uuid.UUID):
+        body = validated(s.RunUpdateSerializer, request.data)
+        services.run_update(run_id=run_id, **body)
+        return Response(s.RunSerializer(selectors.run_get(run_id=run_id)).data)
+
+
+class ItemListView(generics.ListAPIView):
+    permission_model = IngestionItem
+    post_permission = "change"
+    serializer_class = s.ItemSerializer
+    filterset_class = ItemFilter
+    pagination_class = ItemPagination
+
+    def get_queryset(self):
+        return selectors.item_list()
+
+    @extend_schema(summary="Items in id order, filtered and cursor-paginated")
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        request=s.ItemsUpsertSerializer,
+        responses={200: s.UpsertResultSerializer, **error_responses(**{"404": "An item's run does not exist"})},
+        summary='Upsert one item (an object) or many ({"items": [...]}) by (run_id, item_key)',
+    )
+    def post(self, request):
+        data = request.data
+        single = isinstance(data, dict) and "items" not in data
+        body = validated(s.ItemsUpsertSerializer, {"items": [data]} if single else data)
+        return Response({"items": services.items_upsert(items=body["items"])})

@@ -1,0 +1,180 @@
+"""Ingestion runs and their items (seed 004): one run per click of Run for one source, and the
+current state of each item of the run (a state table, upserted by ``(run_id, item_key)``)."""
+
+import uuid
+
+import pgtrigger
+from django.db import models
+from django.db.models.functions import Now
+
+from ingestion.stats import stats_trigger_sql
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+ACTIVE_RUN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
+ENDED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED)
+
+
+class RunStage(models.TextChoices):
+    DISCOVERY = "discovery"
+    DOCUMENTS = "documents"
+    OCR = "ocr"
+    SUMMARY = "summary"
+
+
+class ItemStage(models.TextChoices):
+    DISCOVERY = "discovery"
+    DOCUMENTS = "documents"
+    OCR = "ocr"
+
+
+class ItemType(models.TextChoices):
+    SOURCE_URL = "source_url"
+    DOCUMENT = "document"
+    OCR_JOB = "ocr_job"
+
+
+class ItemStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+    SKIPPED = "skipped"
+    REVIEW_REQUIRED = "review_required"
+
+
+def _one_of(field: str, choices: type[models.TextChoices], table: str, *, null: bool = False) -> models.CheckConstraint:
+    condition = models.Q(**{f"{field}__in": choices.values})
+    if null:
+        condition |= models.Q(**{f"{field}__isnull": True})
+    return models.CheckConstraint(condition=condition, name=f"{table}_{field}_valid")
+
+
+class Source(models.Model):
+    """Where a run starts: a page whose links to documents are followed, within limits."""
+
+    name = models.CharField(max_length=200, unique=True)
+    start_url = models.URLField(max_length=2000)
+    enabled = models.BooleanField(default=True)
+    allowed_hosts = models.JSONField(
+        default=list, blank=True, help_text="Hosts links may lead to; empty: the start URL's host"
+    )
+    max_documents = models.PositiveIntegerField(default=100)
+    max_bytes = models.PositiveBigIntegerField(default=20 * 1024 * 1024, help_text="Largest page or file fetched")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "ingestion_sources"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class IngestionRun(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, db_column="source_id", related_name="runs")
+    status = models.CharField(max_length=16, choices=RunStatus, default=RunStatus.PENDING)
+    active_stage = models.CharField(max_length=16, choices=RunStage, null=True, blank=True)
+    error_message = models.TextField(null=True, blank=True)
+    stats_json = models.JSONField(default=dict, blank=True)
+    manual = models.BooleanField(default=False)
+    created_at = models.DateTimeField(db_default=Now())
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "ingestion_runs"
+        verbose_name = "ingestion run"
+        constraints = [
+            _one_of("status", RunStatus, "ingestion_runs"),
+            _one_of("active_stage", RunStage, "ingestion_runs", null=True),
+        ]
+        indexes = [models.Index(fields=["status", "-created_at"], name="ix_ingestion_runs_status")]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}:{self.id}"
+
+
+class IngestionItem(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(IngestionRun, on_delete=models.CASCADE, db_column="run_id", related_name="items")
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, db_column="source_id", related_name="+")
+    source_url_id = models.TextField(null=True, blank=True)
+    document_id = models.TextField(null=True, blank=True)
+    item_key = models.TextField()
+    item_label = models.TextField(null=True, blank=True)
+    stage = models.CharField(max_length=16, choices=ItemStage)
+    item_type = models.CharField(max_length=16, choices=ItemType)
+    status = models.CharField(max_length=16, choices=ItemStatus)
+    ingest_status = models.CharField(max_length=16, choices=ItemStatus, null=True, blank=True)
+    ingest_reason = models.TextField(null=True, blank=True)
+    job_id = models.UUIDField(null=True, blank=True)
+    document_url = models.TextField(null=True, blank=True)
+    filename = models.TextField(null=True, blank=True)
+    file_checksum = models.TextField(null=True, blank=True)
+    file_kind = models.TextField(null=True, blank=True)
+    error_message = models.TextField(null=True, blank=True)
+    last_error_message = models.TextField(null=True, blank=True)
+    needs_review = models.BooleanField(null=True, blank=True)
+    review_reason = models.TextField(null=True, blank=True)
+    context_json = models.JSONField(default=dict, db_default=models.Value({}, models.JSONField()), blank=True)
+    payload_json = models.JSONField(null=True, blank=True)
+    first_seen_at = models.DateTimeField(db_default=Now())
+    last_seen_at = models.DateTimeField(db_default=Now())
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "ingestion_items"
+        verbose_name = "ingestion item"
+        constraints = [
+            models.UniqueConstraint(fields=["run", "item_key"], name="ingestion_items_run_id_item_key_key"),
+            _one_of("stage", ItemStage, "ingestion_items"),
+            _one_of("item_type", ItemType, "ingestion_items"),
+            _one_of("status", ItemStatus, "ingestion_items"),
+            _one_of("ingest_status", ItemStatus, "ingestion_items", null=True),
+        ]
+        indexes = [
+            models.Index(fields=["run", "stage", "status"], name="ix_ingestion_items_run_stage"),
+            models.Index(fields=["job_id"], name="ix_ingestion_items_job", condition=models.Q(job_id__isnull=False)),
+        ]
+        # stats_json of the run, kept current per statement from the rows it changed.
+        triggers = [
+            pgtrigger.Composer(
+                name=f"run_stats_{operation.name.lower()}",
+                level=pgtrigger.Statement,
+                when=pgtrigger.After,
+                operation=operation,
+                func=stats_trigger_sql(operation.name),
+            )
+            for operation in (pgtrigger.Insert, pgtrigger.Update, pgtrigger.Delete)
+        ]
+
+    def __str__(self) -> str:
+        return self.item_key
+
+
+class RunStageCount(models.Model):
+    """How many items of a run are in each stage and status (what stats_json is built from,
+    so that no change recounts a run's items)."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(
+        IngestionRun, on_delete=models.CASCADE, db_column="run_id", related_name="+", db_constraint=False
+    )
+    stage = models.CharField(max_length=16, choices=ItemStage)
+    status = models.CharField(max_length=16, choices=ItemStatus)
+    items = models.IntegerField(default=0)
+
+    class Meta:
+        db_table = "ingestion_run_counts"
+        constraints = [models.UniqueConstraint(fields=["run", "stage", "status"], name="uq_ingestion_run_counts")]

@@ -1,0 +1,117 @@
+"""The /pipeline pages: runs of the sources, each run's steps and problems, Run, Retry failed
+and Cancel. Server-rendered in the admin's frame; an active run's page refreshes its body."""
+
+import uuid
+
+from django.contrib import admin, messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from ingestion import pipeline, selectors
+from ingestion.models import ENDED_RUN_STATUSES, IngestionRun, Source
+from pipeline_project.core.errors import ApplicationError, NotFoundError
+
+HISTORY_PAGE_SIZE = 25
+
+
+def _require(request, action: str) -> None:
+    if not request.user.has_perm(f"ingestion.{action}_ingestionrun"):
+        raise PermissionDenied
+
+
+def _context(request, title: str, **extra) -> dict:
+    return {
+        **admin.site.each_context(request),
+        "title": title,
+        "opts": IngestionRun._meta,
+        "can_run": request.user.has_perm("ingestion.add_ingestionrun"),
+        "can_change": request.user.has_perm("ingestion.change_ingestionrun"),
+        **extra,
+    }
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value and value.isascii() and value.isdigit() and len(value) < 19 else None
+
+
+@staff_member_required
+@require_GET
+def runs_page(request):
+    _require(request, "view")
+    source_id = _int_or_none(request.GET.get("source"))
+    status = request.GET.get("status") if request.GET.get("status") in ENDED_RUN_STATUSES else None
+    history = Paginator(selectors.runs_history(source_id=source_id, status=status), HISTORY_PAGE_SIZE)
+    context = _context(
+        request,
+        "Pipeline runs",
+        sources=Source.objects.order_by("name"),
+        active=selectors.runs_active(),
+        history=history.get_page(request.GET.get("page")),
+        source_filter=source_id,
+        status_filter=status,
+        ended_statuses=ENDED_RUN_STATUSES,
+    )
+    fragment = request.GET.get("fragment")
+    return TemplateResponse(request, "ingestion/runs_body.html" if fragment else "ingestion/runs.html", context)
+
+
+@staff_member_required
+@require_GET
+def run_page(request, run_id: uuid.UUID):
+    _require(request, "view")
+    try:
+        run = selectors.run_get(run_id=run_id)
+    except NotFoundError:
+        raise Http404("no such run") from None
+    context = _context(
+        request,
+        f"Run of {run.source.name}",
+        run=run,
+        stats=selectors.run_stats_rows(run=run),
+        active=run.status not in ENDED_RUN_STATUSES,
+        lists=selectors.run_stage_items(run=run),
+        problems=selectors.run_problems(run=run),
+        timeline=selectors.run_timeline(run=run),
+        jobs=selectors.run_jobs(run=run),
+        has_failed=run.items.filter(status="failed").exists(),
+    )
+    fragment = request.GET.get("fragment")
+    return TemplateResponse(request, "ingestion/run_body.html" if fragment else "ingestion/run.html", context)
+
+
+@staff_member_required
+@require_POST
+def source_run(request, source_id: int):
+    _require(request, "add")
+    try:
+        run = pipeline.run_start(source_id=source_id)
+    except ApplicationError as error:
+        messages.error(request, error.message)
+        return redirect("ingestion-runs")
+    messages.success(request, f"Run of {run.source.name} started.")
+    return redirect("ingestion-run", run_id=run.id)
+
+
+@staff_member_required
+@require_POST
+def run_action(request, run_id: uuid.UUID, action: str):
+    if action not in ("cancel", "retry"):
+        raise Http404("no such action")
+    _require(request, "change")
+    by = request.user.get_username()
+    try:
+        if action == "cancel":
+            pipeline.run_cancel(run_id=run_id, by=by)
+            messages.success(request, "Run canceled; its running jobs were asked to stop.")
+        else:
+            retried = pipeline.run_retry_failed(run_id=run_id, by=by)
+            messages.success(request, f"{retried} failed job(s) queued again.")
+    except ApplicationError as error:
+        messages.error(request, error.message)
+    return redirect(reverse("ingestion-run", kwargs={"run_id": run_id}))

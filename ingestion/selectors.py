@@ -1,0 +1,75 @@
+"""Reads of ingestion runs and items."""
+
+import uuid
+
+from django.db.models import Count, Max, Min, Q, QuerySet
+
+from ingestion.models import ACTIVE_RUN_STATUSES, ENDED_RUN_STATUSES, IngestionItem, IngestionRun, ItemStage, ItemStatus
+from ingestion.stats import STATS_SHAPE
+from jobs.models import Job
+from pipeline_project.core.errors import NotFoundError
+
+# Section 11: each list of the run page reads stage or item_type.
+STAGE_TYPES = {ItemStage.DISCOVERY: "source_url", ItemStage.DOCUMENTS: "document", ItemStage.OCR: "ocr_job"}
+PROBLEM_STATUSES = (ItemStatus.FAILED, ItemStatus.REVIEW_REQUIRED)
+
+
+def run_list() -> QuerySet[IngestionRun]:
+    return IngestionRun.objects.select_related("source")
+
+
+def run_get(*, run_id: uuid.UUID) -> IngestionRun:
+    run = run_list().filter(id=run_id).first()
+    if run is None:
+        raise NotFoundError(f"run {run_id} not found", code="run_not_found")
+    return run
+
+
+def item_list() -> QuerySet[IngestionItem]:
+    return IngestionItem.objects.all()
+
+
+def runs_active() -> QuerySet[IngestionRun]:
+    return run_list().filter(status__in=ACTIVE_RUN_STATUSES).order_by("-created_at")
+
+
+def runs_history(*, source_id: int | None = None, status: str | None = None) -> QuerySet[IngestionRun]:
+    runs = run_list().filter(status__in=ENDED_RUN_STATUSES).order_by("-created_at")
+    if source_id is not None:
+        runs = runs.filter(source_id=source_id)
+    if status is not None:
+        runs = runs.filter(status=status)
+    return runs
+
+
+def run_stage_items(*, run: IngestionRun) -> dict[str, list[IngestionItem]]:
+    """The Discovery, Documents and OCR lists: by stage, or by item_type (section 11)."""
+    items = list(run.items.order_by("id"))
+    return {
+        stage: [item for item in items if item.stage == stage or item.item_type == item_type]
+        for stage, item_type in STAGE_TYPES.items()
+    }
+
+
+def run_problems(*, run: IngestionRun) -> QuerySet[IngestionItem]:
+    """Items for the error panels: failed or waiting for review."""
+    return run.items.filter(Q(status__in=PROBLEM_STATUSES) | Q(needs_review=True)).order_by("stage", "id")
+
+
+def run_timeline(*, run: IngestionRun) -> list[dict]:
+    """Per stage: its items, when the first one appeared and when the last one moved."""
+    rows = run.items.values("stage").annotate(items=Count("id"), first=Min("created_at"), last=Max("updated_at"))
+    by_stage = {row["stage"]: row for row in rows}
+    return [by_stage[stage] for stage in STAGE_TYPES if stage in by_stage]
+
+
+def run_jobs(*, run: IngestionRun) -> QuerySet[Job]:
+    return Job.objects.filter(args__run_id=str(run.id)).order_by("created_at")
+
+
+def run_stats_rows(*, run: IngestionRun) -> list[tuple[str, list[tuple[str, int]]]]:
+    """stats_json in the seed's order: per stage, total first, then its statuses."""
+    return [
+        (stage, [(name, run.stats_json.get(stage, {}).get(name, 0)) for name in ("total", *statuses)])
+        for stage, statuses in STATS_SHAPE.items()
+    ]

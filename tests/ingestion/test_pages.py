@@ -1,0 +1,101 @@
+"""The /pipeline pages through Django's test client: permissions, actions, fragments."""
+
+import uuid
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+from ingestion import services
+from ingestion.models import IngestionRun, Source
+from jobs.models import Job
+from tests.conftest import ALL_DATABASES
+from tests.ingestion.helpers import item, new_run
+
+pytestmark = ALL_DATABASES
+
+
+def staff(client, *actions: str) -> User:
+    user = User.objects.create_user(f"op-{uuid.uuid4().hex[:6]}", password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename__in=[f"{a}_ingestionrun" for a in actions]))
+    client.force_login(user)
+    return user
+
+
+def test_the_runs_page_lists_sources_active_runs_and_history(client):
+    staff(client, "view", "add")
+    active, ended = new_run("active"), new_run("ended")
+    services.run_update(run_id=ended.id, status="failed", error_message="1 item(s) failed")
+
+    page = client.get("/pipeline/").content.decode()
+    assert "Run active" in page and "Run ended" in page  # a Run button per source
+    active_part, history_part = page.split("<h2>History</h2>")
+    assert str(active.id)[:8] in active_part.split("<h2>Active runs</h2>")[1]
+    assert str(ended.id)[:8] in history_part and "1 item(s) failed" in history_part
+    filtered = client.get("/pipeline/?status=completed").content.decode().split("<h2>History</h2>")[1]
+    assert str(ended.id)[:8] not in filtered
+
+
+def test_a_run_page_shows_the_lists_problems_and_jobs(client):
+    staff(client, "view", "change")
+    run = new_run()
+    services.items_upsert(
+        items=[
+            item(run, item_key="u1", document_url="http://x.example/a.pdf"),
+            item(
+                run,
+                item_key="d1",
+                stage="documents",
+                item_type="document",
+                status="failed",
+                error_message="HTTP 404",
+                last_error_message="HTTP 404 again",
+            ),
+            item(
+                run,
+                item_key="o1",
+                stage="ocr",
+                item_type="ocr_job",
+                status="review_required",
+                needs_review=True,
+                review_reason="too little text (0 letters)",
+            ),
+        ]
+    )
+    page = client.get(f"/pipeline/runs/{run.id}/").content.decode()
+
+    problems = page.split('id="problems"')[1].split("</table>")[0]
+    assert "HTTP 404 again" in problems and "needs review: too little text (0 letters)" in problems
+    assert 'id="list-discovery"' in page and "a.pdf" in page.split('id="list-discovery"')[1]
+    assert "Retry failed" in page and "Cancel" in page
+    fragment = client.get(f"/pipeline/runs/{run.id}/?fragment=1").content.decode()
+    assert fragment.startswith('<div id="refreshing-body" data-active="true">')
+
+
+def test_run_retry_and_cancel_are_posts_that_need_their_permissions(client):
+    user = staff(client, "view")
+    source = Source.objects.create(name="s", start_url="http://127.0.0.1/")
+    assert "Run s" not in client.get("/pipeline/").content.decode()
+    assert client.post(f"/pipeline/sources/{source.id}/run").status_code == 403
+
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["add_ingestionrun", "change_ingestionrun"]))
+    response = client.post(f"/pipeline/sources/{source.id}/run")
+    run = IngestionRun.objects.get(source=source)
+    assert response.status_code == 302 and response.url == f"/pipeline/runs/{run.id}/"
+    assert Job.objects.filter(task="discover", args__run_id=str(run.id)).exists()
+
+    client.post(f"/pipeline/runs/{run.id}/cancel")
+    assert IngestionRun.objects.get(id=run.id).status == "canceled"
+    assert client.get(f"/pipeline/runs/{run.id}/cancel").status_code == 405
+    assert client.post(f"/pipeline/runs/{run.id}/explode").status_code == 404
+
+
+@pytest.mark.parametrize("path", ["/pipeline/runs/not-a-uuid/", f"/pipeline/runs/{uuid.uuid4()}/"])
+def test_unknown_runs_are_404s(client, path):
+    staff(client, "view")
+    assert client.get(path).status_code == 404
+
+
+def test_pages_need_a_staff_login_and_the_view_permission(client):
+    assert client.get("/pipeline/").status_code == 302  # to the admin login
+    staff(client)
+    assert client.get("/pipeline/").status_code == 403

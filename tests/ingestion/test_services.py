@@ -1,0 +1,195 @@
+"""Items upserted by the seed's template, and runs through their lifecycle, on PostgreSQL."""
+
+import uuid
+
+import pytest
+
+from ingestion import services
+from ingestion.models import IngestionItem, IngestionRun
+from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
+from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
+from tests.ingestion.helpers import item, new_run
+
+pytestmark = ALL_DATABASES
+
+
+def stored(run, key="source_url:1") -> IngestionItem:
+    return IngestionItem.objects.get(run=run, item_key=key)
+
+
+def test_a_new_item_gets_its_key_ingest_status_and_times():
+    run = new_run()
+    [result] = services.items_upsert(items=[item(run, item_label="Home")])
+
+    row = stored(run)
+    assert result == {"id": row.id, "item_key": "source_url:1", "created": True}
+    assert row.ingest_status == "completed" and row.context_json == {} and row.item_label == "Home"
+    assert row.first_seen_at == row.last_seen_at == row.created_at == row.updated_at
+
+
+@ALL_DATABASES_COMMITTED  # now() moves between the two writes
+def test_a_retry_updates_the_item_and_never_adds_a_row():
+    run = new_run()
+    services.items_upsert(items=[item(run, status="running")])
+    first = stored(run)
+    [result] = services.items_upsert(items=[item(run, status="completed")])
+
+    assert IngestionItem.objects.filter(run=run).count() == 1
+    again = stored(run)
+    assert result["created"] is False and again.id == first.id
+    assert (again.status, again.ingest_status) == ("completed", "completed")
+    assert again.first_seen_at == first.first_seen_at and again.created_at == first.created_at
+    assert again.last_seen_at > first.last_seen_at and again.updated_at > first.updated_at
+
+
+# A first and a second value of each column the template coalesces.
+COALESCED_VALUES = {
+    "document_id": ("d-1", "d-2"),
+    "item_label": ("label", "other"),
+    "ingest_reason": ("new", "changed"),
+    "job_id": (uuid.UUID(int=1), uuid.UUID(int=2)),
+    "document_url": ("http://a.example/x.pdf", "http://a.example/y.pdf"),
+    "filename": ("x.pdf", "y.pdf"),
+    "file_checksum": ("abc", "def"),
+    "file_kind": ("pdf", "png"),
+    "error_message": ("first", "second"),
+    "last_error_message": ("last", "later"),
+    "needs_review": (True, False),
+    "review_reason": ("short text", "no letters"),
+    "payload_json": ({"pages": 2}, {"pages": 3}),
+}
+
+
+@pytest.mark.parametrize("field", sorted(COALESCED_VALUES))
+def test_a_coalesced_column_keeps_its_value_when_a_later_write_leaves_it_out_and_takes_a_new_one(field):
+    first, second = COALESCED_VALUES[field]
+    as_sent = (lambda value: str(value)) if field == "job_id" else (lambda value: value)
+    run = new_run()
+    services.items_upsert(items=[item(run, **{field: as_sent(first)})])
+    services.items_upsert(items=[item(run)])
+    kept = getattr(stored(run), field)
+    services.items_upsert(items=[item(run, **{field: as_sent(second)})])
+
+    assert (kept, getattr(stored(run), field)) == (first, second)
+
+
+def test_a_job_id_that_is_not_a_uuid_is_refused():
+    run = new_run()
+    with pytest.raises(InvalidInputError, match=r"items\[0\]\.job_id"):
+        services.items_upsert(items=[item(run, job_id="other")])
+
+
+def test_source_url_id_is_coalesced_and_replaced_columns_are_replaced():
+    run = new_run()
+    services.items_upsert(items=[item(run, item_key="k", context_json={"a": 1})])
+    services.items_upsert(
+        items=[item(run, item_key="k", source_url_id=None, stage="documents", item_type="document", status="failed")]
+    )
+
+    row = stored(run, "k")
+    assert row.source_url_id == "1"  # coalesced
+    assert (row.stage, row.item_type, row.status, row.ingest_status) == ("documents", "document", "failed", "failed")
+    assert row.context_json == {}  # the template writes coalesce(:context_json, '{}'): replaced
+
+
+def test_the_same_key_twice_in_one_call_applies_in_order():
+    run = new_run()
+    result = services.items_upsert(
+        items=[
+            item(run, status="running", filename="a.pdf", error_message="boom"),
+            item(run, status="completed", filename=None, item_label="done"),
+        ]
+    )
+
+    row = stored(run)
+    assert len(result) == 1 and IngestionItem.objects.filter(run=run).count() == 1
+    assert (row.status, row.filename, row.error_message, row.item_label) == ("completed", "a.pdf", "boom", "done")
+
+
+def test_keys_are_derived_when_not_given():
+    run = new_run()
+    services.items_upsert(
+        items=[
+            item(run, stage="documents", item_type="document", document_id=9),
+            item(run, stage="ocr", item_type="ocr_job", source_url_id=None, document_url="http://A.example/f.pdf"),
+        ]
+    )
+    keys = set(IngestionItem.objects.filter(run=run).values_list("item_key", flat=True))
+    assert "document:9" in keys and any(key.startswith("ocr_job_url:") for key in keys)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"stage": "summary"}, r"items\[0\]\.stage"),
+        ({"item_type": "page"}, r"items\[0\]\.item_type"),
+        ({"status": "done"}, r"items\[0\]\.status"),
+        ({"source_id": "1"}, r"items\[0\]\.source_id"),
+        ({"item_key": "k" * 513}, r"items\[0\]\.item_key"),
+        ({"item_label": "a\x00b"}, r"items\[0\]\.item_label"),
+        ({"payload_json": {"x": float("nan")}}, r"items\[0\]\.payload_json"),
+        ({"needs_review": "yes"}, r"items\[0\]\.needs_review"),
+        ({"colour": "red"}, r"items\[0\]\.colour"),
+        ({"source_url_id": None}, r"items\[0\]\.item_key"),
+    ],
+)
+def test_bad_items_are_refused_and_nothing_is_written(fields, message):
+    run = new_run()
+    good = item(run, item_key="good")
+    with pytest.raises(InvalidInputError, match=message):
+        services.items_upsert(items=[{**item(run), **fields}, good])
+    assert not IngestionItem.objects.filter(run=run).exists()
+
+
+def test_an_unknown_run_or_a_run_of_another_source_is_refused():
+    run, other = new_run("one"), new_run("two")
+    with pytest.raises(NotFoundError):
+        services.items_upsert(items=[item(run, run_id=str(uuid.uuid4()))])
+    with pytest.raises(InvalidInputError, match="belongs to source"):
+        services.items_upsert(items=[item(run, source_id=other.source_id)])
+
+
+def test_stats_follow_the_items_in_the_seeds_shape():
+    run = new_run()
+    services.items_upsert(
+        items=[
+            item(run, item_key="u1"),
+            item(run, item_key="u2", status="failed"),
+            item(run, item_key="d1", stage="documents", item_type="document", status="skipped"),
+            item(run, item_key="o1", stage="ocr", item_type="ocr_job", status="review_required"),
+        ]
+    )
+    services.items_upsert(items=[item(run, item_key="u2", status="completed")])
+
+    stats = IngestionRun.objects.get(id=run.id).stats_json
+    assert stats.pop("updated_at").endswith("Z")
+    assert stats == {
+        "discovery": {"total": 2, "completed": 2, "failed": 0},
+        "documents": {"total": 1, "completed": 0, "failed": 0, "skipped": 1},
+        "ocr": {"total": 1, "completed": 0, "failed": 0, "review_required": 1},
+    }
+    IngestionItem.objects.filter(run=run, item_key="u1").delete()
+    assert IngestionRun.objects.get(id=run.id).stats_json["discovery"]["total"] == 1
+
+
+def test_a_run_goes_running_on_its_first_claimed_job_and_its_stage_only_moves_on():
+    run = new_run()
+    services.run_job_claimed(run_id=run.id, task="download")
+    services.run_job_claimed(run_id=run.id, task="discover")
+
+    run.refresh_from_db()
+    assert (run.status, run.active_stage) == ("running", "documents") and run.started_at is not None
+
+
+def test_run_lifecycle_through_updates():
+    run = new_run()
+    services.run_update(run_id=run.id, status="running")
+    completed = services.run_update(run_id=run.id, status="completed")
+    assert (completed.active_stage, completed.finished_at is not None) == ("summary", True)
+    with pytest.raises(ConflictError):
+        services.run_update(run_id=run.id, status="running")
+
+    failed = new_run()
+    services.run_update(run_id=failed.id, status="failed", error_message="x" * 5000)
+    failed.refresh_from_db()
+    assert failed.status == "failed" and len(failed.error_message) == services.MAX_ERROR_MESSAGE_CHARS
