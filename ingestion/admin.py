@@ -1,7 +1,20 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from ingestion import pipeline
 from ingestion.models import IngestionItem, IngestionRun, Source
 from pipeline_project.core.admin import ReadOnlyAdminMixin
+from pipeline_project.core.errors import ApplicationError
+
+
+@admin.action(description="Run the selected sources", permissions=["run"])
+def run_sources(modeladmin, request, queryset):
+    for source in queryset:
+        try:
+            run = pipeline.run_start(source_id=source.id)
+        except ApplicationError as error:
+            modeladmin.message_user(request, f"{source.name}: {error.message}", messages.ERROR)
+        else:
+            modeladmin.message_user(request, f"{source.name}: run {run.id} started (see /pipeline/).")
 
 
 @admin.register(Source)
@@ -9,6 +22,10 @@ class SourceAdmin(admin.ModelAdmin):
     list_display = ["name", "start_url", "enabled", "max_documents", "created_at"]
     list_filter = ["enabled"]
     search_fields = ["name", "start_url"]
+    actions = [run_sources]
+
+    def has_run_permission(self, request) -> bool:
+        return request.user.has_perm("ingestion.add_ingestionrun")
 
 
 @admin.register(IngestionRun)

@@ -65,19 +65,8 @@ MAX_KEY_BYTES = 512  # item_key is in a unique index
 MAX_TEXT_BYTES = 64 * 1024
 
 
-_UPSERT = f"""
-INSERT INTO ingestion_items (
-    run_id, source_id, source_url_id, document_id, item_key, item_label, stage, item_type, status,
-    ingest_status, ingest_reason, job_id, document_url, filename, file_checksum, file_kind,
-    error_message, last_error_message, needs_review, review_reason, context_json, payload_json,
-    first_seen_at, last_seen_at, created_at, updated_at
-)
-SELECT
-    x.run_id, x.source_id, x.source_url_id, x.document_id, x.item_key, x.item_label, x.stage, x.item_type, x.status,
-    x.status, x.ingest_reason, x.job_id, x.document_url, x.filename, x.file_checksum, x.file_kind,
-    x.error_message, x.last_error_message, x.needs_review, x.review_reason, coalesce(x.context_json, '{{}}'::jsonb),
-    x.payload_json, now(), now(), now(), now()
-FROM jsonb_to_recordset(%s::jsonb) AS x({", ".join(f"{name} {_COLUMN_TYPES.get(name, 'text')}" for name in ITEM_FIELDS)})
+# The seed's template (section 7): its columns, and its conflict rule as written.
+ON_CONFLICT = """
 ON CONFLICT (run_id, item_key) DO UPDATE SET
     source_id = excluded.source_id,
     source_url_id = coalesce(excluded.source_url_id, ingestion_items.source_url_id),
@@ -101,6 +90,25 @@ ON CONFLICT (run_id, item_key) DO UPDATE SET
     payload_json = coalesce(excluded.payload_json, ingestion_items.payload_json),
     last_seen_at = now(),
     updated_at = now()
+"""
+
+COLUMNS = """
+    run_id, source_id, source_url_id, document_id, item_key, item_label, stage, item_type, status,
+    ingest_status, ingest_reason, job_id, document_url, filename, file_checksum, file_kind,
+    error_message, last_error_message, needs_review, review_reason, context_json, payload_json,
+    first_seen_at, last_seen_at, created_at, updated_at
+"""
+
+# The template for a batch: its VALUES row becomes a SELECT over the batch's items.
+_UPSERT = f"""
+INSERT INTO ingestion_items ({COLUMNS})
+SELECT
+    x.run_id, x.source_id, x.source_url_id, x.document_id, x.item_key, x.item_label, x.stage, x.item_type, x.status,
+    x.status, x.ingest_reason, x.job_id, x.document_url, x.filename, x.file_checksum, x.file_kind,
+    x.error_message, x.last_error_message, x.needs_review, x.review_reason, coalesce(x.context_json, '{{}}'::jsonb),
+    x.payload_json, now(), now(), now(), now()
+FROM jsonb_to_recordset(%s::jsonb) AS x({", ".join(f"{name} {_COLUMN_TYPES.get(name, 'text')}" for name in ITEM_FIELDS)})
+{ON_CONFLICT}
 RETURNING id, item_key, xmax = 0
 """
 

@@ -99,3 +99,14 @@ def test_pages_need_a_staff_login_and_the_view_permission(client):
     assert client.get("/pipeline/").status_code == 302  # to the admin login
     staff(client)
     assert client.get("/pipeline/").status_code == 403
+
+
+def test_the_admin_runs_selected_sources(admin_client):
+    source = Source.objects.create(name="admin-run", start_url="http://127.0.0.1/")
+    response = admin_client.post(
+        "/admin/ingestion/source/", {"action": "run_sources", "_selected_action": [source.id]}, follow=True
+    )
+
+    run = IngestionRun.objects.get(source=source)
+    assert f"run {run.id} started" in response.content.decode()
+    assert Job.objects.filter(task="discover", args__run_id=str(run.id)).exists()
