@@ -94,7 +94,8 @@ def run_start(*, source_id: int, manual: bool = True) -> IngestionRun:
 
 def _run_jobs(run_id, statuses: tuple[str, ...]) -> Selection:
     return Selection(
-        "SELECT job_id FROM dl_jobs WHERE args ->> 'run_id' = %s AND status = ANY (%s)", (str(run_id), list(statuses))
+        "SELECT job_id FROM dl_jobs WHERE args ? 'run_id' AND args ->> 'run_id' = %s AND status = ANY (%s)",
+        (str(run_id), list(statuses)),
     )
 
 
@@ -131,11 +132,12 @@ def runs_settle() -> dict:
         SELECT r.id,
                (SELECT count(*) FROM ingestion_items i WHERE i.run_id = r.id AND i.status = 'failed'),
                (SELECT j.task || ': ' || coalesce(j.error, j.status::text) FROM dl_jobs j
-                WHERE j.args ->> 'run_id' = r.id::text AND j.status <> 'succeeded' ORDER BY j.created_at LIMIT 1)
+                WHERE j.args ? 'run_id' AND j.args ->> 'run_id' = r.id::text AND j.status <> 'succeeded'
+                ORDER BY j.created_at LIMIT 1)
         FROM ingestion_runs r
         WHERE r.status IN ('pending', 'running')
-          AND EXISTS (SELECT 1 FROM dl_jobs j WHERE j.args ->> 'run_id' = r.id::text)
-          AND NOT EXISTS (SELECT 1 FROM dl_jobs j WHERE j.args ->> 'run_id' = r.id::text
+          AND EXISTS (SELECT 1 FROM dl_jobs j WHERE j.args ? 'run_id' AND j.args ->> 'run_id' = r.id::text)
+          AND NOT EXISTS (SELECT 1 FROM dl_jobs j WHERE j.args ? 'run_id' AND j.args ->> 'run_id' = r.id::text
                           AND j.status IN ('queued', 'running'))
         """,
         [],

@@ -3,6 +3,7 @@
 import uuid
 
 from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models.fields.json import KT
 
 from ingestion.models import ACTIVE_RUN_STATUSES, ENDED_RUN_STATUSES, IngestionItem, IngestionRun, ItemStage, ItemStatus
 from ingestion.stats import STATS_SHAPE
@@ -12,6 +13,8 @@ from pipeline_project.core.errors import NotFoundError
 # Section 11: each list of the run page reads stage or item_type.
 STAGE_TYPES = {ItemStage.DISCOVERY: "source_url", ItemStage.DOCUMENTS: "document", ItemStage.OCR: "ocr_job"}
 PROBLEM_STATUSES = (ItemStatus.FAILED, ItemStatus.REVIEW_REQUIRED)
+STAGE_LABELS = {ItemStage.DISCOVERY: "Discovery", ItemStage.DOCUMENTS: "Documents", ItemStage.OCR: "OCR"}
+LIST_LIMIT = 200  # items per list on a run's page; the admin lists them all
 
 
 def run_list() -> QuerySet[IngestionRun]:
@@ -42,18 +45,19 @@ def runs_history(*, source_id: int | None = None, status: str | None = None) -> 
     return runs
 
 
-def run_stage_items(*, run: IngestionRun) -> dict[str, list[IngestionItem]]:
-    """The Discovery, Documents and OCR lists: by stage, or by item_type (section 11)."""
-    items = list(run.items.order_by("id"))
-    return {
-        stage: [item for item in items if item.stage == stage or item.item_type == item_type]
-        for stage, item_type in STAGE_TYPES.items()
-    }
+def run_stage_items(*, run: IngestionRun) -> dict[str, dict]:
+    """The Discovery, Documents and OCR lists, by stage or by item_type (section 11): each its
+    first LIST_LIMIT items and how many there are."""
+    lists = {}
+    for stage, item_type in STAGE_TYPES.items():
+        items = run.items.filter(Q(stage=stage) | Q(item_type=item_type)).order_by("id")
+        lists[stage] = {"label": STAGE_LABELS[stage], "items": list(items[:LIST_LIMIT]), "total": items.count()}
+    return lists
 
 
 def run_problems(*, run: IngestionRun) -> QuerySet[IngestionItem]:
     """Items for the error panels: failed or waiting for review."""
-    return run.items.filter(Q(status__in=PROBLEM_STATUSES) | Q(needs_review=True)).order_by("stage", "id")
+    return run.items.filter(Q(status__in=PROBLEM_STATUSES) | Q(needs_review=True)).order_by("stage", "id")[:LIST_LIMIT]
 
 
 def run_timeline(*, run: IngestionRun) -> list[dict]:
@@ -64,12 +68,14 @@ def run_timeline(*, run: IngestionRun) -> list[dict]:
 
 
 def run_jobs(*, run: IngestionRun) -> QuerySet[Job]:
-    return Job.objects.filter(args__run_id=str(run.id)).order_by("created_at")
+    # args ? 'run_id' and args ->> 'run_id': the expressions of the index on dl_jobs for runs' jobs.
+    jobs = Job.objects.annotate(run_id_text=KT("args__run_id"))
+    return jobs.filter(args__has_key="run_id", run_id_text=str(run.id)).order_by("created_at")
 
 
 def run_stats_rows(*, run: IngestionRun) -> list[tuple[str, list[tuple[str, int]]]]:
-    """stats_json in the seed's order: per stage, total first, then its statuses."""
+    """stats_json in the seed's order: per stage (its label), total first, then its statuses."""
     return [
-        (stage, [(name, run.stats_json.get(stage, {}).get(name, 0)) for name in ("total", *statuses)])
+        (STAGE_LABELS[stage], [(name, run.stats_json.get(stage, {}).get(name, 0)) for name in ("total", *statuses)])
         for stage, statuses in STATS_SHAPE.items()
     ]

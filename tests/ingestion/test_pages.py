@@ -110,3 +110,15 @@ def test_the_admin_runs_selected_sources(admin_client):
     run = IngestionRun.objects.get(source=source)
     assert f"run {run.id} started" in response.content.decode()
     assert Job.objects.filter(task="discover", args__run_id=str(run.id)).exists()
+
+
+def test_long_lists_are_cut_and_link_to_the_admin(admin_client, monkeypatch):
+    monkeypatch.setattr("ingestion.selectors.LIST_LIMIT", 2)
+    run = new_run()
+    services.items_upsert(items=[item(run, item_key=f"u{n}") for n in range(3)])
+
+    page = admin_client.get(f"/pipeline/runs/{run.id}/").content.decode()
+    assert "The first 2 of 3" in page
+    link = page.split("The first 2 of 3:")[1].split('href="')[1].split('"')[0].replace("&amp;", "&")
+    listed = admin_client.get(link)
+    assert listed.status_code == 200 and "3 ingestion items" in listed.content.decode()
