@@ -49,15 +49,25 @@ class Step:
 
 
 def step_of(args: dict, task: str, job_id: uuid.UUID) -> Step:
-    source = Source.objects.filter(id=args.get("source_id")).first()
+    """The job's step; a pending run starts running. Args that name no source, or a run that
+    does not exist or was canceled, leave nothing to do."""
+    source_id, run_id = args.get("source_id"), args.get("run_id")
+    source = Source.objects.filter(id=source_id).first() if isinstance(source_id, int) else None
     if source is None:
-        raise StepFailed(f"source {args.get('source_id')} not found")
-    run_id = args.get("run_id")
+        raise StepFailed(f"source {source_id!r} not found")
     if run_id is None:
         log.warning("a job without run_id: compatible mode, no items written", extra={"task": task})
-    else:
-        services.run_job_claimed(run_id=run_id, task=task)
-    return Step(run_id, source, job_id)
+        return Step(None, source, job_id)
+    try:
+        run = IngestionRun.objects.filter(id=uuid.UUID(str(run_id)), source=source).first()
+    except ValueError:
+        run = None
+    if run is None:
+        raise StepFailed(f"run {run_id!r} of source {source.id} not found")
+    if run.status == RunStatus.CANCELED:
+        raise StepFailed("the run was canceled")
+    services.run_job_claimed(run_id=run.id, task=task)
+    return Step(str(run.id), source, job_id)
 
 
 def _enqueue(step: Step, task: str, item_key: str, args: dict) -> None:

@@ -138,3 +138,24 @@ def test_a_run_whose_start_page_is_down_fails_naming_the_stage(site, worker):
     failed = ended(run)
     assert failed.status == "failed" and failed.error_message.startswith("discover: ")
     assert "HTTP 404" in failed.error_message
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"source_id": "1"}, "source '1' not found"),
+        ({"run_id": "not-a-uuid"}, "run 'not-a-uuid'"),
+        ({"run_id": "00000000-0000-0000-0000-000000000000"}, "not found"),
+    ],
+)
+def test_a_job_whose_args_name_no_source_or_run_has_nothing_to_do(site, args, message):
+    run = pipeline.run_start(source_id=source_of(site).id)
+    with pytest.raises(pipeline.StepFailed, match=message):
+        pipeline.step_of({"source_id": run.source_id, "run_id": str(run.id), **args}, "download", run.id)
+
+
+def test_a_job_of_a_canceled_run_does_nothing(site):
+    run = pipeline.run_start(source_id=source_of(site).id)
+    pipeline.run_cancel(run_id=run.id, by="test")
+    with pytest.raises(pipeline.StepFailed, match="canceled"):
+        pipeline.step_of({"source_id": run.source_id, "run_id": str(run.id)}, "download", run.id)

@@ -23,6 +23,7 @@ EXTRA_INDEXES = {
     "ux_dl_jobs_running_lock_key",
     "ix_dl_job_events_job",
     "ix_dl_job_events_ts_brin",
+    "ix_dl_jobs_ingestion_run",  # ingestion's: a run's jobs
 }
 
 
