@@ -41,6 +41,14 @@ class ItemType(models.TextChoices):
     OCR_JOB = "ocr_job"
 
 
+# Each stage's items (sections 6.1–6.3 and 11).
+ITEM_TYPE_OF_STAGE = {
+    ItemStage.DISCOVERY: ItemType.SOURCE_URL,
+    ItemStage.DOCUMENTS: ItemType.DOCUMENT,
+    ItemStage.OCR: ItemType.OCR_JOB,
+}
+
+
 class ItemStatus(models.TextChoices):
     PENDING = "pending"
     RUNNING = "running"

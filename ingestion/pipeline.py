@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 
 from ingestion import extraction, fetching, keys, services
-from ingestion.models import ENDED_RUN_STATUSES, IngestionItem, IngestionRun, RunStatus, Source
+from ingestion.models import ENDED_RUN_STATUSES, ITEM_TYPE_OF_STAGE, IngestionItem, IngestionRun, RunStatus, Source
 from jobs.services import JobSpec, Selection, job_enqueue_many, jobs_cancel, jobs_retry
 from jobs.services._db import _rows
 from pipeline_project.core.errors import ConflictError, NotFoundError
@@ -38,6 +38,11 @@ class Step:
     run_id: str | None
     source: Source
     job_id: uuid.UUID
+
+    def failed(self, item: dict, message: str) -> StepFailed:
+        """Record ``item`` as failed with ``message``; the error to raise."""
+        self.items({**item, "status": "failed", "error_message": message, "last_error_message": message})
+        return StepFailed(message)
 
     def items(self, *items: dict) -> None:
         if self.run_id is not None:
@@ -164,6 +169,20 @@ def runs_settle() -> dict:
 # --- steps -------------------------------------------------------------------------------
 
 
+def _item(stage: str, url: str, label: str | None, **fields) -> dict:
+    """An item of ``stage`` keyed by its URL (section 5.4's fallbacks: the pipeline has no ids)."""
+    item_type = str(ITEM_TYPE_OF_STAGE[stage])
+    key = keys.item_key(item_type=item_type, url=url)
+    return {
+        "item_key": key,
+        "stage": stage,
+        "item_type": item_type,
+        "document_url": url,
+        "item_label": label or None,
+        **fields,
+    }
+
+
 def _is_document(url: str) -> bool:
     return urlsplit(url).path.lower().endswith(settings.INGESTION_DOCUMENT_EXTENSIONS)
 
@@ -180,18 +199,9 @@ def discover(*, step: Step) -> dict:
     documents = [(url, label) for url, label in documents if urlsplit(url).hostname in hosts][: source.max_documents]
     with transaction.atomic():
         for url, label in documents:
-            key = keys.item_key(item_type="source_url", url=url)
-            step.items(
-                {
-                    "item_key": key,
-                    "stage": "discovery",
-                    "item_type": "source_url",
-                    "status": "completed",
-                    "document_url": url,
-                    "item_label": label or None,
-                }
-            )
-            _enqueue(step, "download", key, {"url": url, "label": label})
+            item = _item("discovery", url, label, status="completed")
+            step.items(item)
+            _enqueue(step, "download", item["item_key"], {"url": url, "label": label})
     return {"documents": len(documents)}
 
 
@@ -203,22 +213,14 @@ def _storage_path(step: Step, url: str) -> Path:
 
 def download(*, step: Step, url: str, label: str | None = None) -> dict:
     """Fetch a document into storage; record its file; enqueue its OCR."""
-    key = keys.item_key(item_type="document", url=url)
-    base = {
-        "item_key": key,
-        "stage": "documents",
-        "item_type": "document",
-        "document_url": url,
-        "item_label": label or None,
-    }
+    base = _item("documents", url, label)
     step.items({**base, "status": "running"})
     hosts = fetching.allowed_hosts(step.source.start_url, step.source.allowed_hosts)
     path = _storage_path(step, url)
     try:
         fetched = fetching.fetch_to(url, path, hosts=hosts, max_bytes=step.source.max_bytes)
     except fetching.FetchError as exc:
-        step.items({**base, "status": "failed", "error_message": str(exc), "last_error_message": str(exc)})
-        raise StepFailed(str(exc)) from None
+        raise step.failed(base, str(exc)) from None
     kind = extraction.file_kind(path)
     with transaction.atomic():
         step.items(
@@ -231,22 +233,14 @@ def download(*, step: Step, url: str, label: str | None = None) -> dict:
                 "payload_json": {"bytes": fetched.size, "content_type": fetched.content_type},
             }
         )
-        _enqueue(step, "ocr", key, {"url": url, "path": str(path), "label": label})
+        _enqueue(step, "ocr", base["item_key"], {"url": url, "path": str(path), "label": label})
     return {"bytes": fetched.size, "sha256": fetched.sha256, "kind": kind}
 
 
 def ocr(*, step: Step, url: str, path: str, run, label: str | None = None) -> dict:
     """Extract the document's text; the quality gate decides completed or review_required."""
     file = Path(path)
-    key = keys.item_key(item_type="ocr_job", url=url)
-    base = {
-        "item_key": key,
-        "stage": "ocr",
-        "item_type": "ocr_job",
-        "document_url": url,
-        "filename": file.name,
-        "item_label": label or None,
-    }
+    base = _item("ocr", url, label, filename=file.name)
     step.items({**base, "status": "running"})
     try:
         text, method = extraction.extract_text(file, extraction.file_kind(file), run=run)
@@ -254,9 +248,7 @@ def ocr(*, step: Step, url: str, path: str, run, label: str | None = None) -> di
         step.items({**base, "status": "skipped", "ingest_reason": str(exc), "review_reason": str(exc)})
         return {"skipped": str(exc)}
     except (extraction.ExtractionError, OSError, subprocess.TimeoutExpired) as exc:
-        message = str(exc)[:500]
-        step.items({**base, "status": "failed", "error_message": message, "last_error_message": message})
-        raise StepFailed(message) from None
+        raise step.failed(base, str(exc)[:500]) from None
     file.with_suffix(file.suffix + ".txt").write_text(text)
     reason = extraction.review_reason(text)
     status = "review_required" if reason else "completed"

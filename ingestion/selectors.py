@@ -5,13 +5,19 @@ import uuid
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.fields.json import KT
 
-from ingestion.models import ACTIVE_RUN_STATUSES, ENDED_RUN_STATUSES, IngestionItem, IngestionRun, ItemStage, ItemStatus
+from ingestion.models import (
+    ACTIVE_RUN_STATUSES,
+    ENDED_RUN_STATUSES,
+    ITEM_TYPE_OF_STAGE,
+    IngestionItem,
+    IngestionRun,
+    ItemStage,
+    ItemStatus,
+)
 from ingestion.stats import STATS_SHAPE
 from jobs.models import Job
 from pipeline_project.core.errors import NotFoundError
 
-# Section 11: each list of the run page reads stage or item_type.
-STAGE_TYPES = {ItemStage.DISCOVERY: "source_url", ItemStage.DOCUMENTS: "document", ItemStage.OCR: "ocr_job"}
 PROBLEM_STATUSES = (ItemStatus.FAILED, ItemStatus.REVIEW_REQUIRED)
 STAGE_LABELS = {ItemStage.DISCOVERY: "Discovery", ItemStage.DOCUMENTS: "Documents", ItemStage.OCR: "OCR"}
 LIST_LIMIT = 200  # items per list on a run's page; the admin lists them all
@@ -49,7 +55,7 @@ def run_stage_items(*, run: IngestionRun) -> dict[str, dict]:
     """The Discovery, Documents and OCR lists, by stage or by item_type (section 11): each its
     first LIST_LIMIT items and how many there are."""
     lists = {}
-    for stage, item_type in STAGE_TYPES.items():
+    for stage, item_type in ITEM_TYPE_OF_STAGE.items():
         items = run.items.filter(Q(stage=stage) | Q(item_type=item_type)).order_by("id")
         lists[stage] = {"label": STAGE_LABELS[stage], "items": list(items[:LIST_LIMIT]), "total": items.count()}
     return lists
@@ -64,7 +70,7 @@ def run_timeline(*, run: IngestionRun) -> list[dict]:
     """Per stage: its items, when the first one appeared and when the last one moved."""
     rows = run.items.values("stage").annotate(items=Count("id"), first=Min("created_at"), last=Max("updated_at"))
     by_stage = {row["stage"]: row for row in rows}
-    return [by_stage[stage] for stage in STAGE_TYPES if stage in by_stage]
+    return [by_stage[stage] for stage in ITEM_TYPE_OF_STAGE if stage in by_stage]
 
 
 def run_jobs(*, run: IngestionRun) -> QuerySet[Job]:
