@@ -122,3 +122,18 @@ def test_long_lists_are_cut_and_link_to_the_admin(admin_client, monkeypatch):
     link = page.split("The first 2 of 3:")[1].split('href="')[1].split('"')[0].replace("&amp;", "&")
     listed = admin_client.get(link)
     assert listed.status_code == 200 and "3 ingestion items" in listed.content.decode()
+
+
+def test_only_http_urls_become_links(client):
+    staff(client, "view")
+    run = new_run()
+    services.items_upsert(
+        items=[
+            item(run, item_key="evil", document_url="javascript:alert(document.cookie)", item_label="<b>x</b>"),
+            item(run, item_key="good", document_url="https://x.example/a.pdf", item_label="A"),
+        ]
+    )
+    page = client.get(f"/pipeline/runs/{run.id}/").content.decode()
+
+    assert "javascript:" not in page and "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
+    assert 'href="https://x.example/a.pdf"' in page
