@@ -28,7 +28,7 @@ from ingestion.models import (
 from ingestion.stats import empty_stats
 from jobs.services._db import _rows
 from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
-from pipeline_project.core.storable import json_problem
+from pipeline_project.core.storable import json_problem, text_problem
 
 # Columns a client gives, and how a later write of an item treats an earlier value (section 7):
 # replaced, or replaced only by a value (coalesce). context_json is always replaced ({} if none).
@@ -134,10 +134,14 @@ def items_upsert(*, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"id": item_id, "item_key": key, "created": created} for item_id, key, created in result]
 
 
-def _storable_text(value: Any) -> bool:
-    if not isinstance(value, str) or "\x00" in value:
-        return False
-    return len(value) <= MAX_TEXT_BYTES // 4 or len(value.encode()) <= MAX_TEXT_BYTES  # encoded only if it may be long
+def _text_field_problem(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return "must be text"
+    if problem := text_problem(value):  # NUL, lone surrogates
+        return problem
+    if len(value) > MAX_TEXT_BYTES // 4 and len(value.encode()) > MAX_TEXT_BYTES:  # encoded only if it may be long
+        return f"must be at most {MAX_TEXT_BYTES} bytes in UTF-8"
+    return None
 
 
 def _merged(earlier: dict, later: dict) -> dict:
@@ -185,8 +189,8 @@ def _checked_item(item: Any, index: int) -> dict:
         if (why := json_problem(checked[name])) is not None:
             raise problem(name, f"cannot be stored: it {why}")
     for name, value in item.items():  # only the fields given (most are not)
-        if value is not None and name in TEXT_FIELDS and not _storable_text(checked[name]):
-            raise problem(name, f"must be text without NUL, at most {MAX_TEXT_BYTES} bytes")
+        if value is not None and name in TEXT_FIELDS and (why := _text_field_problem(checked[name])):
+            raise problem(name, why)
     if checked["item_key"] is None:
         try:
             checked["item_key"] = keys.item_key(
@@ -268,6 +272,8 @@ def run_update(
         if error_message is not None:
             run.error_message = error_message[:MAX_ERROR_MESSAGE_CHARS]
         if stats_json is not None:
+            if why := json_problem(stats_json):
+                raise InvalidInputError(f"stats_json cannot be stored: it {why}")
             run.stats_json = stats_json
         if finished_at is not None:
             run.finished_at = finished_at

@@ -69,13 +69,10 @@ class ClaimedTask:
 def process_init(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
     """Create a process and run its init task; return the processor's response."""
     with task_waiter() as wait:
-        return task_result(
-            wait(
-                process_init_prepare(
-                    namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
-                )
-            )
+        task = process_init_prepare(
+            namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
         )
+        return task_result(wait(task))
 
 
 def process_call(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:

@@ -324,13 +324,17 @@ class _BlockingHub:
                 self._loop, self._hub = loop, NotificationHub()
             return self._loop, self._hub
 
+    @staticmethod
+    def _ensure_listening(loop: asyncio.AbstractEventLoop, listener: "_ChannelListener") -> None:
+        if not listener.ready:
+            asyncio.run_coroutine_threadsafe(listener.start(), loop).result()
+
     def listening(self, channel: str) -> Listening:
         """Listen on ``channel`` now; the position to subscribe ``since`` after writing."""
         loop, hub = self._started()
         with self._lock:
             listener = hub.listener(channel)
-        if not listener.ready:
-            asyncio.run_coroutine_threadsafe(listener.start(), loop).result()
+        self._ensure_listening(loop, listener)
         return listener.position()
 
     @contextmanager
@@ -345,8 +349,7 @@ class _BlockingHub:
         subscription = BlockingSubscription()
         with self._lock:
             listener = hub.attach(channel, keys, subscription)
-        if not listener.ready:
-            asyncio.run_coroutine_threadsafe(listener.start(), loop).result()
+        self._ensure_listening(loop, listener)
         if since is not None:
             listener.catch_up(keys, subscription, since)
         try:

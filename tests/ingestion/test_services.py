@@ -127,6 +127,9 @@ def test_keys_are_derived_when_not_given():
         ({"source_id": "1"}, r"items\[0\]\.source_id"),
         ({"item_key": "k" * 513}, r"items\[0\]\.item_key"),
         ({"item_label": "a\x00b"}, r"items\[0\]\.item_label"),
+        ({"item_label": "a\ud800b"}, r"items\[0\]\.item_label: contains a lone surrogate"),
+        ({"item_key": "k\ud800"}, r"items\[0\]\.item_key"),
+        ({"document_url": 7}, r"items\[0\]\.document_url: must be text"),
         ({"payload_json": {"x": float("nan")}}, r"items\[0\]\.payload_json"),
         ({"needs_review": "yes"}, r"items\[0\]\.needs_review"),
         ({"colour": "red"}, r"items\[0\]\.colour"),
@@ -193,3 +196,13 @@ def test_run_lifecycle_through_updates():
     services.run_update(run_id=failed.id, status="failed", error_message="x" * 5000)
     failed.refresh_from_db()
     assert failed.status == "failed" and len(failed.error_message) == services.MAX_ERROR_MESSAGE_CHARS
+
+
+def test_stats_json_that_cannot_be_stored_is_refused():
+    run = new_run()
+    nested: list = []
+    for _ in range(100):
+        nested = [nested]
+    with pytest.raises(InvalidInputError, match="stats_json cannot be stored"):
+        services.run_update(run_id=run.id, stats_json={"deep": nested})
+    assert IngestionRun.objects.get(id=run.id).stats_json["discovery"]["total"] == 0
