@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models.functions import Now
 
 from ingestion.stats import stats_trigger_sql
+from pipeline_project.core.constraints import one_of
 
 
 class RunStatus(models.TextChoices):
@@ -59,13 +60,6 @@ class ItemStatus(models.TextChoices):
     REVIEW_REQUIRED = "review_required"
 
 
-def _one_of(field: str, choices: type[models.TextChoices], table: str, *, null: bool = False) -> models.CheckConstraint:
-    condition = models.Q(**{f"{field}__in": choices.values})
-    if null:
-        condition |= models.Q(**{f"{field}__isnull": True})
-    return models.CheckConstraint(condition=condition, name=f"{table}_{field}_valid")
-
-
 class Source(models.Model):
     """Where a run starts: a page whose links to documents are followed, within limits."""
 
@@ -103,8 +97,8 @@ class IngestionRun(models.Model):
         db_table = "ingestion_runs"
         verbose_name = "ingestion run"
         constraints = [
-            _one_of("status", RunStatus, "ingestion_runs"),
-            _one_of("active_stage", RunStage, "ingestion_runs", null=True),
+            one_of("status", RunStatus, "ingestion_runs"),
+            one_of("active_stage", RunStage, "ingestion_runs", null=True),
         ]
         indexes = [models.Index(fields=["status", "-created_at"], name="ix_ingestion_runs_status")]
 
@@ -146,10 +140,10 @@ class IngestionItem(models.Model):
         verbose_name = "ingestion item"
         constraints = [
             models.UniqueConstraint(fields=["run", "item_key"], name="ingestion_items_run_id_item_key_key"),
-            _one_of("stage", ItemStage, "ingestion_items"),
-            _one_of("item_type", ItemType, "ingestion_items"),
-            _one_of("status", ItemStatus, "ingestion_items"),
-            _one_of("ingest_status", ItemStatus, "ingestion_items", null=True),
+            one_of("stage", ItemStage, "ingestion_items"),
+            one_of("item_type", ItemType, "ingestion_items"),
+            one_of("status", ItemStatus, "ingestion_items"),
+            one_of("ingest_status", ItemStatus, "ingestion_items", null=True),
         ]
         indexes = [
             models.Index(fields=["run", "stage", "status"], name="ix_ingestion_items_run_stage"),

@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "jobs",
     "jobs.processes",
     "ingestion",
+    "jobs.dbstates",
 ]
 
 MIDDLEWARE = [
@@ -284,6 +285,18 @@ INGESTION_OCR_TIMEOUT_SEC = float(os.environ.get("INGESTION_OCR_TIMEOUT_SEC", "1
 INGESTION_MIN_TEXT_CHARS = int(os.environ.get("INGESTION_MIN_TEXT_CHARS", "20"))
 INGESTION_MIN_LETTER_SHARE = float(os.environ.get("INGESTION_MIN_LETTER_SHARE", "0.5"))
 INGESTION_SETTLE_PERIOD_SEC = float(os.environ.get("INGESTION_SETTLE_PERIOD_SEC", "1"))
+
+# Database states (the sqlrs engine on local PostgreSQL servers; jobs/dbstates).
+SQLRS_STATE_STORE = Path(os.environ.get("SQLRS_STATE_STORE", VAR_DIR / "state-store"))
+SQLRS_QUEUE = os.environ.get("SQLRS_QUEUE", "sqlrs")  # the job queue prepare jobs run on
+SQLRS_IMAGE_BIN_DIRS = env_list("SQLRS_IMAGE_BIN_DIRS", "")  # more PostgreSQL installations (bin dirs)
+SQLRS_OS_USER = os.environ.get("SQLRS_OS_USER", "sqlrs")  # servers run as this user when we run as root
+SQLRS_LIQUIBASE_EXEC = os.environ.get("SQLRS_LIQUIBASE_EXEC", "")  # a Liquibase executable enables `lb` jobs
+SQLRS_HEARTBEAT_SEC = env_number("SQLRS_HEARTBEAT_SEC", 5)  # an events stream's heartbeat while a task runs
+SQLRS_MAX_STDIN_BYTES = env_number("SQLRS_MAX_STDIN_BYTES", 4 * 1024 * 1024, int)
+SQLRS_MAX_SCRIPT_BYTES = env_number("SQLRS_MAX_SCRIPT_BYTES", 64 * 1024 * 1024, int)
+# `-f` scripts are read by the engine (as the service's user): only from inside these directories.
+SQLRS_SCRIPT_ROOTS = env_list("SQLRS_SCRIPT_ROOTS", f"{VAR_DIR / 'scripts'},/tmp")
 
 DL_EVENTS_RECHECK_SEC = env_number("DL_EVENTS_RECHECK_SEC", 5)  # a follower re-reads this often without a NOTIFY
 DL_EVENTS_MAX_FOLLOW_SEC = env_number("DL_EVENTS_MAX_FOLLOW_SEC", 3600)  # then the client resumes with ?after=

@@ -1,0 +1,274 @@
+"""Running a prepare job under runworker (the jobCoordinator and taskExecutor of seed 1.2).
+
+plan → resolve the image → for each step not in the cache, state_execute → prepare the
+instance. A job taken again after its worker died resumes: the plan is kept, a step's
+half-done runtime directory (and the server its dead worker left running) is cleared, and
+states already built are reused.
+
+state_execute: copy the input (the image's base, or the parent state) into the job's runtime
+directory, start a server, run psql, CHECKPOINT and stop it cleanly, move the directory into
+the state store and write the ``.build.ok`` marker last. Builds of one state are exclusive
+across processes; a builder that waited finds the state built and goes on.
+"""
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from jobs.dbstates import images, planning, postgres, services, statefs
+from jobs.dbstates.models import Instance, JobStatus, PrepareJob, PrepareTask, State, TaskType
+from jobs.dbstates.services import PlannedTask, error_of
+from jobs.registry import JobContext
+from pipeline_project.core.errors import ApplicationError
+
+log = logging.getLogger("pipeline.dbstates")
+
+
+class StepFailed(Exception):
+    def __init__(self, code: str, message: str, details: str = ""):
+        super().__init__(message)
+        self.error = error_of(code, message, details)
+
+
+@dataclass
+class Plan:
+    image: images.Image
+    request: planning.PsqlRequest
+    tasks: list[PlannedTask]
+
+
+def prepare_job_run(ctx: JobContext) -> dict:
+    job_id = ctx.args["job_id"]
+    job = services.job_start(job_id=job_id)
+    if job is None:
+        return {"status": "over"}
+    stop = ctx.signals.stopped
+    try:
+        plan = _plan(job)
+        if plan is None:
+            return {"status": JobStatus.FAILED}
+        if job.plan_only:
+            services.job_finish(job_id=job_id, result=None)
+            return {"status": JobStatus.SUCCEEDED}
+        for task, step in zip(plan.tasks[2:-1], plan.request.steps, strict=True):
+            _state_execute(job, plan, task, step, stop=stop)
+        result = _instance_prepare(job, plan, stop=stop)
+        services.job_finish(job_id=job_id, result=result)
+        return {"status": JobStatus.SUCCEEDED, "instance_id": result["instance_id"]}
+    except StepFailed as exc:
+        services.job_finish(job_id=job_id, error=exc.error)
+        return {"status": JobStatus.FAILED}
+    except statefs.Stopped:
+        pass  # canceled, or the lease was lost: below
+    except postgres.ServerError as exc:
+        services.job_finish(job_id=job_id, error=error_of("runtime_error", str(exc)))
+        return {"status": JobStatus.FAILED}
+    finally:
+        _runtime_clear(job_id)
+    if ctx.signals.canceled:
+        services.job_finish(job_id=job_id, error=error_of("cancelled", "the prepare job was cancelled"))
+    ctx.check_cancelled()  # lease lost: the job is left running for the worker that takes it over
+    return {"status": "stopped"}
+
+
+def _plan(job: PrepareJob) -> Plan | None:
+    """The job's plan: computed once and stored (a resumed job reads it back)."""
+    try:
+        image = images.image_resolve(job.image_id)
+        request = planning.psql_request_normalize(**job.request)
+        hashes = [planning.task_hash(request, step) for step in request.steps]
+    except ApplicationError as exc:
+        services.job_finish(job_id=job.job_id, error=error_of(exc.code, exc.message))
+        return None
+    tasks = [
+        PlannedTask("plan", TaskType.PLAN, {"planner_kind": job.prepare_kind}),
+        PlannedTask(
+            "resolve-image",
+            TaskType.RESOLVE_IMAGE,
+            {"image_id": job.image_id, "resolved_image_id": image.resolved_id},
+        ),
+    ]
+    input_kind, input_id = "image", image.resolved_id
+    for n, (step, task_hash) in enumerate(zip(request.steps, hashes, strict=True)):
+        output = planning.state_id(input_kind=input_kind, input_id=input_id, task_hash=task_hash)
+        tasks.append(
+            PlannedTask(
+                f"execute-{n}",
+                TaskType.STATE_EXECUTE,
+                {
+                    "input_kind": input_kind,
+                    "input_id": input_id,
+                    "task_hash": task_hash,
+                    "output_state_id": output,
+                    "cached": State.objects.filter(state_id=output).exists(),
+                    "args_summary": planning.shlex.join(request.step_args(step)),
+                },
+            )
+        )
+        input_kind, input_id = "state", output
+    tasks.append(
+        PlannedTask("prepare-instance", TaskType.PREPARE_INSTANCE, {"input_kind": "state", "input_id": input_id})
+    )
+    tasks[-1].fields["instance_mode"] = "ephemeral"
+    if not PrepareTask.objects.filter(job_id=job.job_id).exists():
+        signature = planning.signature(task_hashes=hashes, resolved_image_id=image.resolved_id, plan_only=job.plan_only)
+        services.job_plan_store(job_id=job.job_id, resolved_image_id=image.resolved_id, signature=signature, tasks=tasks)
+        services.jobs_retention_apply(signature=signature)
+    return Plan(image=image, request=request, tasks=tasks)
+
+
+def _state_execute(job: PrepareJob, plan: Plan, task: PlannedTask, step: planning.Step, *, stop) -> None:
+    state_id = task.fields["output_state_id"]
+    target = statefs.state_dir(plan.image, state_id)
+    done_statuses = PrepareTask.objects.filter(job_id=job.job_id, task_id=task.task_id, status=JobStatus.SUCCEEDED)
+    if done_statuses.exists():
+        return
+    services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.RUNNING)
+
+    def built() -> bool:
+        return statefs.is_complete(target, statefs.BUILD_MARKER) and State.objects.filter(state_id=state_id).exists()
+
+    with statefs.build_lock(target, done=built, stop=stop) as must_build:
+        if must_build:
+            _state_invalidate(state_id, target)
+            source = _input_dir(plan.image, task)
+            _state_build(job, plan, task, step, source=source, target=target, stop=stop)
+    _state_touch(state_id)
+    services.task_status_set(
+        job_id=job.job_id, task_id=task.task_id, status=JobStatus.SUCCEEDED, cached=not must_build
+    )
+
+
+def _state_invalidate(state_id: str, target) -> None:
+    """A dirty or incomplete cached state (no marker, no PG_VERSION, a stale postmaster.pid, or a
+    row without files): its files and row go before it is built again."""
+    if target.exists():
+        log.warning("state %s is dirty or incomplete: rebuilding it", state_id)
+        postgres.stop(target, immediate=True)
+        statefs.remove(target)
+    State.objects.filter(state_id=state_id, children__isnull=True, instances__isnull=True).delete()
+
+
+def _input_dir(image: images.Image, task: PlannedTask):
+    if task.fields["input_kind"] == "image":
+        return base_ensure(image)
+    parent = statefs.state_dir(image, task.fields["input_id"])
+    if not statefs.is_complete(parent, statefs.BUILD_MARKER):
+        raise StepFailed("internal_error", f"input state {task.fields['input_id']} is missing or incomplete")
+    return parent
+
+
+def base_ensure(image: images.Image):
+    """The image's initdb output, built once per image under its lock (``.init.ok`` last)."""
+    base = statefs.base_dir(image)
+
+    def ready() -> bool:
+        return statefs.is_complete(base, statefs.INIT_MARKER)
+
+    with statefs.build_lock(base, done=ready) as must_init:
+        if must_init:
+            statefs.remove(base)
+            postgres.init_base(image, base)
+            statefs.write_marker(base, statefs.INIT_MARKER)
+    return base
+
+
+def _state_build(job, plan: Plan, task: PlannedTask, step, *, source, target, stop) -> None:
+    runtime = statefs.job_runtime_dir(job.job_id)
+    _runtime_clear(job.job_id)
+    statefs.refuse_runtime_inside_states(runtime)
+    statefs.snapshot(source, runtime)
+    postgres.own(runtime)
+    server = postgres.start(plan.image, runtime)
+    clean = False
+    try:
+        code = postgres.run_lines(
+            [plan.image.program("psql"), *plan.request.step_args(step)],
+            env=postgres.client_env(server),
+            stdin=plan.request.stdin if step.kind == "stdin" else None,
+            on_lines=lambda lines: services.job_log(job_id=job.job_id, task_id=task.task_id, lines=lines),
+            stop=stop,
+        )
+        if code is None:
+            raise statefs.Stopped("stopped while the step ran")
+        if code != 0:
+            raise StepFailed("step_failed", f"psql exited with code {code} in {task.task_id}", "see the log events")
+        postgres.checkpoint(server)  # PrepareSnapshot: a clean, checkpointed stop
+        clean = True
+    finally:
+        postgres.stop(runtime, immediate=not clean)
+    (runtime / "postmaster.opts").unlink(missing_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    runtime.rename(target)  # the runtime is thrown away anyway: moving it is the snapshot
+    statefs.write_marker(target, statefs.BUILD_MARKER)
+    parent = task.fields["input_id"] if task.fields["input_kind"] == "state" else None
+    State.objects.update_or_create(
+        state_id=task.fields["output_state_id"],
+        defaults={
+            "parent_id": parent,
+            "image_id": plan.image.resolved_id,
+            "engine_version": plan.image.version,
+            "prepare_kind": job.prepare_kind,
+            "prepare_args_normalized": task.fields["args_summary"],
+            "task_hash": task.fields["task_hash"],
+            "size_bytes": statefs.size_bytes(target),
+        },
+    )
+
+
+def _state_touch(state_id: str) -> None:
+    State.objects.filter(state_id=state_id).update(last_used_at=timezone.now(), use_count=F("use_count") + 1)
+
+
+def _runtime_clear(job_id: str) -> None:
+    """Stop a server left in the job's runtime directory (by this run or a dead worker) and remove it."""
+    runtime = statefs.job_runtime_dir(job_id)
+    if runtime.exists():
+        postgres.stop(runtime, immediate=True)
+        statefs.remove(runtime)
+    postgres.log_path(runtime).unlink(missing_ok=True)
+
+
+def _instance_prepare(job: PrepareJob, plan: Plan, *, stop) -> dict:
+    task = plan.tasks[-1]
+    state_id = task.fields["input_id"]
+    services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.RUNNING)
+    instance = instance_start(image=plan.image, state_id=state_id, job_id=job.job_id)
+    services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.SUCCEEDED)
+    return {
+        "dsn": instance.dsn,
+        "instance_id": instance.instance_id,
+        "state_id": state_id,
+        "image_id": plan.image.resolved_id,
+        "prepare_kind": job.prepare_kind,
+        "prepare_args_normalized": job.prepare_args_normalized,
+    }
+
+
+def instance_start(*, image: images.Image, state_id: str, job_id: str | None) -> Instance:
+    """A new instance: a copy of the state, its server started, its row written."""
+    instance_id = uuid.uuid4().hex
+    data_dir = statefs.instance_dir(instance_id)
+    statefs.snapshot(statefs.state_dir(image, state_id), data_dir)
+    postgres.own(data_dir)
+    try:
+        server = postgres.start(image, data_dir)
+        with transaction.atomic():
+            return Instance.objects.create(
+                instance_id=instance_id,
+                state_id=state_id,
+                image_id=image.resolved_id,
+                job_id=job_id,
+                port=server.port,
+                pid=server.pid,
+                runtime_dir=str(data_dir),
+            )
+    except BaseException:
+        postgres.stop(data_dir, immediate=True)
+        statefs.remove(data_dir)
+        postgres.log_path(data_dir).unlink(missing_ok=True)
+        raise
