@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run test bench-tracking bench-jobs bench-peers bench-processes bench-ingestion db-stop clean
+.PHONY: install setup run test bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,9 @@ bench-processes: install
 
 bench-ingestion: install
 	$(BIN)/python bench/ingestion_upsert.py $(BENCH_ARGS)
+
+bench-dbstates: install
+	$(BIN)/python bench/dbstates.py $(BENCH_ARGS)
 
 # The job queue beside pgqueuer and procrastinate (their packages only in the bench's venv).
 bench-peers: install

@@ -263,7 +263,7 @@ DL_WORKER_SYNCHRONOUS_COMMIT = os.environ.get("DL_WORKER_SYNCHRONOUS_COMMIT", "o
 DL_RETENTION_PERIOD_SEC = env_number("DL_RETENTION_PERIOD_SEC", 300)
 DL_RETENTION_AGE_SEC = env_number("DL_RETENTION_AGE_SEC", 7 * 24 * 3600)
 DL_RETENTION_MAX_IDENTICAL = env_number("DL_RETENTION_MAX_IDENTICAL", 100, int)
-WORKERS_JSON = os.environ.get("WORKERS_JSON", '[{"queue": "default", "concurrency": 4}]')
+WORKERS_JSON = os.environ.get("WORKERS_JSON", '[{"queue": "default", "concurrency": 4}, {"queue": "sqlrs", "concurrency": 2}]')
 # Modules with @task handlers besides every installed app's job_handlers module.
 JOBS_HANDLER_MODULES = env_list("JOBS_HANDLER_MODULES", "")
 # Modules that register process namespaces (``jobs.processes.registry.namespace``), besides
@@ -292,9 +292,10 @@ SQLRS_QUEUE = os.environ.get("SQLRS_QUEUE", "sqlrs")  # the job queue prepare jo
 SQLRS_IMAGE_BIN_DIRS = env_list("SQLRS_IMAGE_BIN_DIRS", "")  # more PostgreSQL installations (bin dirs)
 SQLRS_OS_USER = os.environ.get("SQLRS_OS_USER", "sqlrs")  # servers run as this user when we run as root
 SQLRS_LIQUIBASE_EXEC = os.environ.get("SQLRS_LIQUIBASE_EXEC", "")  # a Liquibase executable enables `lb` jobs
-SQLRS_HEARTBEAT_SEC = env_number("SQLRS_HEARTBEAT_SEC", 5)  # an events stream's heartbeat while a task runs
+SQLRS_HEARTBEAT_SEC = env_number("SQLRS_HEARTBEAT_SEC", 5)  # a heartbeat log event after this long without psql output
 SQLRS_MAX_STDIN_BYTES = env_number("SQLRS_MAX_STDIN_BYTES", 4 * 1024 * 1024, int)
 SQLRS_MAX_SCRIPT_BYTES = env_number("SQLRS_MAX_SCRIPT_BYTES", 64 * 1024 * 1024, int)
+SQLRS_CACHE_EVICT_PERIOD_SEC = env_number("SQLRS_CACHE_EVICT_PERIOD_SEC", 60)  # also after every built state
 # `-f` scripts are read by the engine (as the service's user): only from inside these directories.
 SQLRS_SCRIPT_ROOTS = env_list("SQLRS_SCRIPT_ROOTS", f"{VAR_DIR / 'scripts'},/tmp")
 

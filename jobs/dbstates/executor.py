@@ -15,11 +15,12 @@ import logging
 import uuid
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from jobs.dbstates import images, planning, postgres, services, statefs
+from jobs.dbstates import cache, images, planning, postgres, services, statefs
 from jobs.dbstates.models import Instance, JobStatus, PrepareJob, PrepareTask, State, TaskType
 from jobs.dbstates.services import PlannedTask, error_of
 from jobs.registry import JobContext
@@ -54,10 +55,14 @@ def prepare_job_run(ctx: JobContext) -> dict:
         if job.plan_only:
             services.job_finish(job_id=job_id, result=None)
             return {"status": JobStatus.SUCCEEDED}
-        for task, step in zip(plan.tasks[2:-1], plan.request.steps, strict=True):
+        built = [
             _state_execute(job, plan, task, step, stop=stop)
+            for task, step in zip(plan.tasks[2:-1], plan.request.steps, strict=True)
+        ]
         result = _instance_prepare(job, plan, stop=stop)
         services.job_finish(job_id=job_id, result=result)
+        if any(built):
+            cache.cache_evict(trigger="prepare")
         return {"status": JobStatus.SUCCEEDED, "instance_id": result["instance_id"]}
     except StepFailed as exc:
         services.job_finish(job_id=job_id, error=exc.error)
@@ -80,7 +85,7 @@ def _plan(job: PrepareJob) -> Plan | None:
     try:
         image = images.image_resolve(job.image_id)
         request = planning.psql_request_normalize(**job.request)
-        hashes = [planning.task_hash(request, step) for step in request.steps]
+        links = planning.chain(request, resolved_image_id=image.resolved_id)
     except ApplicationError as exc:
         services.job_finish(job_id=job.job_id, error=error_of(exc.code, exc.message))
         return None
@@ -92,41 +97,45 @@ def _plan(job: PrepareJob) -> Plan | None:
             {"image_id": job.image_id, "resolved_image_id": image.resolved_id},
         ),
     ]
-    input_kind, input_id = "image", image.resolved_id
-    for n, (step, task_hash) in enumerate(zip(request.steps, hashes, strict=True)):
-        output = planning.state_id(input_kind=input_kind, input_id=input_id, task_hash=task_hash)
+    for n, link in enumerate(links):
         tasks.append(
             PlannedTask(
                 f"execute-{n}",
                 TaskType.STATE_EXECUTE,
                 {
-                    "input_kind": input_kind,
-                    "input_id": input_id,
-                    "task_hash": task_hash,
-                    "output_state_id": output,
-                    "cached": State.objects.filter(state_id=output).exists(),
-                    "args_summary": planning.shlex.join(request.step_args(step)),
+                    "input_kind": link.input_kind,
+                    "input_id": link.input_id,
+                    "task_hash": link.task_hash,
+                    "output_state_id": link.output_state_id,
+                    "cached": State.objects.filter(state_id=link.output_state_id).exists(),
+                    "args_summary": planning.shlex.join(request.step_args(link.step)),
                 },
             )
         )
-        input_kind, input_id = "state", output
     tasks.append(
-        PlannedTask("prepare-instance", TaskType.PREPARE_INSTANCE, {"input_kind": "state", "input_id": input_id})
+        PlannedTask(
+            "prepare-instance",
+            TaskType.PREPARE_INSTANCE,
+            {"input_kind": "state", "input_id": links[-1].output_state_id, "instance_mode": "ephemeral"},
+        )
     )
-    tasks[-1].fields["instance_mode"] = "ephemeral"
     if not PrepareTask.objects.filter(job_id=job.job_id).exists():
+        hashes = [link.task_hash for link in links]
         signature = planning.signature(task_hashes=hashes, resolved_image_id=image.resolved_id, plan_only=job.plan_only)
-        services.job_plan_store(job_id=job.job_id, resolved_image_id=image.resolved_id, signature=signature, tasks=tasks)
+        services.job_plan_store(
+            job_id=job.job_id, resolved_image_id=image.resolved_id, signature=signature, tasks=tasks
+        )
         services.jobs_retention_apply(signature=signature)
     return Plan(image=image, request=request, tasks=tasks)
 
 
-def _state_execute(job: PrepareJob, plan: Plan, task: PlannedTask, step: planning.Step, *, stop) -> None:
+def _state_execute(job: PrepareJob, plan: Plan, task: PlannedTask, step: planning.Step, *, stop) -> bool:
+    """Make the task's state (unless the cache has it); True if it was built here."""
     state_id = task.fields["output_state_id"]
-    target = statefs.state_dir(plan.image, state_id)
+    target = statefs.state_dir(plan.image.version, state_id)
     done_statuses = PrepareTask.objects.filter(job_id=job.job_id, task_id=task.task_id, status=JobStatus.SUCCEEDED)
     if done_statuses.exists():
-        return
+        return False
     services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.RUNNING)
 
     def built() -> bool:
@@ -138,9 +147,8 @@ def _state_execute(job: PrepareJob, plan: Plan, task: PlannedTask, step: plannin
             source = _input_dir(plan.image, task)
             _state_build(job, plan, task, step, source=source, target=target, stop=stop)
     _state_touch(state_id)
-    services.task_status_set(
-        job_id=job.job_id, task_id=task.task_id, status=JobStatus.SUCCEEDED, cached=not must_build
-    )
+    services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.SUCCEEDED, cached=not must_build)
+    return must_build
 
 
 def _state_invalidate(state_id: str, target) -> None:
@@ -156,7 +164,7 @@ def _state_invalidate(state_id: str, target) -> None:
 def _input_dir(image: images.Image, task: PlannedTask):
     if task.fields["input_kind"] == "image":
         return base_ensure(image)
-    parent = statefs.state_dir(image, task.fields["input_id"])
+    parent = statefs.state_dir(image.version, task.fields["input_id"])
     if not statefs.is_complete(parent, statefs.BUILD_MARKER):
         raise StepFailed("internal_error", f"input state {task.fields['input_id']} is missing or incomplete")
     return parent
@@ -164,7 +172,7 @@ def _input_dir(image: images.Image, task: PlannedTask):
 
 def base_ensure(image: images.Image):
     """The image's initdb output, built once per image under its lock (``.init.ok`` last)."""
-    base = statefs.base_dir(image)
+    base = statefs.base_dir(image.version)
 
     def ready() -> bool:
         return statefs.is_complete(base, statefs.INIT_MARKER)
@@ -192,6 +200,10 @@ def _state_build(job, plan: Plan, task: PlannedTask, step, *, source, target, st
             stdin=plan.request.stdin if step.kind == "stdin" else None,
             on_lines=lambda lines: services.job_log(job_id=job.job_id, task_id=task.task_id, lines=lines),
             stop=stop,
+            on_quiet=lambda seconds: services.job_log(
+                job_id=job.job_id, task_id=task.task_id, lines=[f"heartbeat: {task.task_id} running for {seconds:.0f}s"]
+            ),
+            quiet_sec=settings.SQLRS_HEARTBEAT_SEC,
         )
         if code is None:
             raise statefs.Stopped("stopped while the step ran")
@@ -253,7 +265,7 @@ def instance_start(*, image: images.Image, state_id: str, job_id: str | None) ->
     """A new instance: a copy of the state, its server started, its row written."""
     instance_id = uuid.uuid4().hex
     data_dir = statefs.instance_dir(instance_id)
-    statefs.snapshot(statefs.state_dir(image, state_id), data_dir)
+    statefs.snapshot(statefs.state_dir(image.version, state_id), data_dir)
     postgres.own(data_dir)
     try:
         server = postgres.start(image, data_dir)

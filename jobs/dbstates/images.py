@@ -10,8 +10,8 @@ id, so states built by the old server are not reused by the new one.
 """
 
 import functools
-import importlib.util
 import hashlib
+import importlib.util
 import re
 import subprocess
 from dataclasses import dataclass
@@ -90,10 +90,10 @@ def image_resolve(image_id: str) -> Image:
     if match is not None:
         tag, digest = match["tag"], match["digest"]
         for image in images:
-            if tag in (None, "latest") or tag in (image.major, image.version):
-                if digest is None or digest == image.digest:
-                    chosen = image
-                    break
+            tag_matches = tag in (None, "latest") or tag in (image.major, image.version)
+            if tag_matches and digest in (None, image.digest):
+                chosen = image
+                break
     if chosen is None:
         names = [f"postgres:{image.major}" for image in images] + [image.resolved_id for image in images]
         raise InvalidInputError(

@@ -110,9 +110,7 @@ class PrepareTask(models.Model):
 
 
 def _notify_events_sql() -> str:
-    return (
-        f"PERFORM pg_notify('{EVENTS_CHANNEL}', string_agg(DISTINCT job_id, ',')) FROM new_values; RETURN NULL;"
-    )
+    return f"PERFORM pg_notify('{EVENTS_CHANNEL}', string_agg(DISTINCT job_id, ',')) FROM new_values; RETURN NULL;"
 
 
 class PrepareEvent(models.Model):

@@ -198,3 +198,24 @@ def signature(*, task_hashes: list[str], resolved_image_id: str, plan_only: bool
         ("image", resolved_image_id),
         ("plan_only", "true" if plan_only else "false"),
     )
+
+
+@dataclass(frozen=True)
+class Link:
+    """One step of a plan's chain: its input, its task hash and the state it makes."""
+
+    step: Step
+    input_kind: str
+    input_id: str
+    task_hash: str
+    output_state_id: str
+
+
+def chain(request: PsqlRequest, *, resolved_image_id: str) -> list[Link]:
+    links, input_kind, input_id = [], "image", resolved_image_id
+    for step in request.steps:
+        hashed = task_hash(request, step)
+        output = state_id(input_kind=input_kind, input_id=input_id, task_hash=hashed)
+        links.append(Link(step, input_kind, input_id, hashed, output))
+        input_kind, input_id = "state", output
+    return links

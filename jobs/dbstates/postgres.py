@@ -259,10 +259,13 @@ def run_lines(
     stdin: str | None,
     on_lines: Callable[[list[str]], None],
     stop: threading.Event,
+    on_quiet: Callable[[float], None] | None = None,
+    quiet_sec: float = 5.0,
     linger_sec: float = 0.05,
 ) -> int | None:
     """Run a client program, handing its output (stdout and stderr, merged) to ``on_lines`` in
-    batches of lines (at most ``linger_sec`` old). Killed as soon as ``stop`` is set: returns None."""
+    batches of lines (at most ``linger_sec`` old), and ``on_quiet(seconds running)`` after every
+    ``quiet_sec`` without output. Killed as soon as ``stop`` is set: returns None."""
     process = subprocess.Popen(
         args,
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -290,6 +293,7 @@ def run_lines(
     for thread in threads:
         thread.start()
     ended = False
+    started = last_heard = time.monotonic()
     try:
         while not ended:
             if stop.is_set():
@@ -307,8 +311,13 @@ def run_lines(
                 ended = line is None
             except queue.Empty:
                 pass
+            now = time.monotonic()
             if batch:
                 on_lines(batch)
+                last_heard = now
+            elif on_quiet is not None and now - last_heard >= quiet_sec:
+                on_quiet(now - started)
+                last_heard = now
         return process.wait()
     finally:
         if process.poll() is None:

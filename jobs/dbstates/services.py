@@ -38,8 +38,8 @@ def error_of(code: str, message: str, details: str = "") -> dict:
     return {"code": code, "message": message, **({"details": details} if details else {})}
 
 
-def prepare_job_submit(*, prepare_kind, image_id, psql_args=None, stdin=None, plan_only=False, **lb) -> PrepareJob:
-    """Check the request, store the job and put it on the engine's queue (answered 201 at once)."""
+def prepare_request_check(*, prepare_kind, image_id, psql_args=None, stdin=None, **lb) -> planning.PsqlRequest:
+    """A prepare request checked and normalized (what a job and a cache explanation start from)."""
     if prepare_kind == "lb":
         _liquibase_check()
     if prepare_kind != "psql":
@@ -49,6 +49,16 @@ def prepare_job_submit(*, prepare_kind, image_id, psql_args=None, stdin=None, pl
     request = planning.psql_request_normalize(psql_args=psql_args, stdin=stdin)
     for step in request.steps:  # a missing or unreadable script is a 400 now, not a failed job later
         planning.step_content_hash(step, stdin=request.stdin)
+    return request
+
+
+def prepare_job_submit(*, prepare_kind, image_id, psql_args=None, stdin=None, plan_only=False, **lb) -> PrepareJob:
+    """Check the request, store the job and put it on the engine's queue (answered 201 at once)."""
+    request = prepare_request_check(
+        prepare_kind=prepare_kind, image_id=image_id, psql_args=psql_args, stdin=stdin, **lb
+    )
+    if not isinstance(plan_only, bool):
+        raise InvalidInputError("plan_only must be a boolean", code="invalid_argument")
     job_id = uuid.uuid4().hex
     with transaction.atomic():
         job = PrepareJob.objects.create(
@@ -151,7 +161,10 @@ def job_plan_store(*, job_id: str, resolved_image_id: str, signature: str, tasks
         _events_add(
             job_id,
             [Event(EventType.TASK, task_id=task.task_id, status=JobStatus.QUEUED) for task in tasks]
-            + [Event(EventType.TASK, task_id=task_id, status=JobStatus.SUCCEEDED) for task_id in ("plan", "resolve-image")],
+            + [
+                Event(EventType.TASK, task_id=task_id, status=JobStatus.SUCCEEDED)
+                for task_id in ("plan", "resolve-image")
+            ],
         )
 
 

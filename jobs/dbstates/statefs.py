@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from django.conf import settings
@@ -35,16 +35,16 @@ def root() -> Path:
     return Path(settings.SQLRS_STATE_STORE)
 
 
-def engine_dir(image) -> Path:
-    return root() / "engines" / "postgres" / image.version
+def engine_dir(version: str) -> Path:
+    return root() / "engines" / "postgres" / version
 
 
-def base_dir(image) -> Path:
-    return engine_dir(image) / "base"
+def base_dir(version: str) -> Path:
+    return engine_dir(version) / "base"
 
 
-def state_dir(image, state_id: str) -> Path:
-    return engine_dir(image) / "states" / state_id
+def state_dir(version: str, state_id: str) -> Path:
+    return engine_dir(version) / "states" / state_id
 
 
 def job_dir(job_id: str) -> Path:
@@ -108,10 +108,8 @@ def size_bytes(path: Path) -> int:
     total = 0
     for directory, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with suppress(FileNotFoundError):  # removed meanwhile
                 total += os.lstat(os.path.join(directory, name)).st_size
-            except FileNotFoundError:
-                pass
     return total
 
 

@@ -4,7 +4,7 @@ import time
 
 import jobs.dbstates.job_handlers  # noqa: F401  (registers sqlrs.prepare)
 from jobs.dbstates import postgres, services, statefs
-from jobs.dbstates.models import PrepareJob
+from jobs.dbstates.models import PrepareEvent, PrepareJob
 from jobs.worker import WorkerConfig
 from tests.jobs.helpers import FAST, worker_in_thread
 
@@ -40,3 +40,23 @@ def servers_stop() -> None:
         if parent.exists():
             for pid_file in parent.glob("**/postmaster.pid"):
                 postgres.stop(pid_file.parent, immediate=True)
+
+
+def script(directory, name: str, sql: str):
+    path = directory / name
+    path.write_text(sql)
+    return path
+
+
+def prepared(script_or_args, **kwargs) -> PrepareJob:
+    """A prepare run to its end by an engine worker; asserts it succeeded."""
+    with engine_worker():
+        job = wait_terminal(prepare(script_or_args, **kwargs).job_id)
+    assert job.status == "succeeded", job.error
+    return job
+
+
+def task_events(job_id: str) -> list[tuple[str, str]]:
+    return list(
+        PrepareEvent.objects.filter(job_id=job_id, type="task").order_by("seq").values_list("task_id", "status")
+    )

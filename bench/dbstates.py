@@ -1,0 +1,507 @@
+"""Database states (jobs.dbstates, the sqlrs-like engine): prepare → instance ready, beside a hand floor.
+
+    PYTHONPATH=. .venv/bin/python bench/dbstates.py                  # 30 rounds
+    make bench-dbstates BENCH_ARGS="--rounds 5"
+
+A real worker (the runworker runtime, in a thread of this process, default settings: it claims
+on NOTIFY) serves the engine's queue; the bench submits with services.prepare_job_submit and
+follows the job as a client would (LISTEN sqlrs_events, re-reading the job's status on each
+notification), then connects to result["dsn"] (psycopg connect + SELECT 1). Each round, in
+turns (the VM's speed drifts), the order flipping every round:
+
+1. cached     an identical prepare (its state already built): submit → succeeded → connected.
+   floor      by hand: cp -a the cached state → start a server → connect.
+2. uncached   a prepare of a 1,000-row script (CREATE TABLE + 1,000 INSERT lines, or one
+              INSERT … generate_series with --script series; a comment with the round number
+              makes each round's script new): submit → succeeded → connected.
+3. floor      the same script by hand: cp -a the image's base (the engine's initdb output) →
+              start → psql -X -v ON_ERROR_STOP=1 -f → CHECKPOINT → fast stop → cp -a → start →
+              connect. Servers are started and stopped with the engine's own helpers
+              (jobs.dbstates.postgres.start/stop: the postgres binary, as the engine's server
+              user, with its settings — fsync off — and its 5 ms readiness poll; pg_ctl -w
+              would poll every 100 ms and flatter the engine).
+
+Each instance is stopped (and removed) after it is measured, outside the timing. The engine's
+functions are wrapped in place (on the worker's threads only) to show where a prepare's time
+goes; the engine's files are not changed. Targets: cached p50 ≤ 1 s; uncached p50 ≤ 1.3× the floor.
+
+Runs on fresh bench_dbstates / bench_dbstates_pipeline databases on the configured server
+(embedded PostgreSQL unless DATABASE_URL is set) and a state store in a temporary directory
+under /tmp (a server's Unix socket path must stay short); drops and removes them afterwards.
+"""
+
+import argparse
+import functools
+import os
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from common import (
+    BENCH_DATABASES,
+    create_bench_databases,
+    drop_bench_databases,
+    print_table,
+    server_params,
+    use_bench_databases,
+)
+
+# The bench's own databases (common's helpers create, select and drop BENCH_DATABASES).
+BENCH_DATABASES.update(default="bench_dbstates", pipeline="bench_dbstates_pipeline")
+
+CACHED_TARGET_SEC = 1.0
+RATIO_TARGET = 1.3
+ROWS = 1000
+JOB_TIMEOUT_SEC = 300
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def quantile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+def script_text(tag: str, style: str) -> str:
+    lines = [
+        f"-- bench {tag}",
+        "CREATE TABLE bench_rows (id int PRIMARY KEY, name text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());",
+    ]
+    if style == "series":
+        lines.append(f"INSERT INTO bench_rows (id, name) SELECT n, 'row ' || n FROM generate_series(1, {ROWS}) AS n;")
+    else:
+        lines += [f"INSERT INTO bench_rows (id, name) VALUES ({n}, 'row {n}');" for n in range(1, ROWS + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def connect_ready(dsn: str) -> None:
+    with psycopg.connect(dsn, connect_timeout=10) as conn:
+        conn.execute("SELECT 1").fetchone()
+
+
+# --- tracing the engine -------------------------------------------------------------------
+
+
+class Tracer:
+    """Wraps engine functions in place; records (label, thread, start, end) of calls on threads other
+    than the main one (the worker's). The main thread (the bench, the floor) goes untraced."""
+
+    def __init__(self):
+        self.spans: list[tuple[str, int, float, float]] = []
+        self._lock = threading.Lock()
+        self._originals = []
+
+    def wrap(self, module, name: str, label: str) -> None:
+        original = getattr(module, name, None)
+        if original is None:  # the engine changed: trace what is there
+            print(f"note: {module.__name__}.{name} not found, not traced")
+            return
+
+        @functools.wraps(original)
+        def traced(*args, **kwargs):
+            thread = threading.current_thread()
+            if thread is threading.main_thread():
+                return original(*args, **kwargs)
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.spans.append((label, thread.ident, started, time.perf_counter()))
+
+        setattr(module, name, traced)
+        self._originals.append((module, name, original))
+
+    def take(self) -> list[tuple[str, int, float, float]]:
+        with self._lock:
+            spans, self.spans = self.spans, []
+        return spans
+
+    def restore(self) -> None:
+        for module, name, original in reversed(self._originals):
+            setattr(module, name, original)
+        self._originals.clear()
+
+
+def trace_engine(tracer: Tracer) -> None:
+    from jobs.dbstates import cache, executor, job_handlers, postgres, services, statefs
+
+    for module, name, label in [
+        (job_handlers, "prepare_job_run", "handler (prepare_job_run)"),
+        (services, "job_start", "job_start"),
+        (executor, "_plan", "plan (resolve image, hash, store plan)"),
+        (executor, "_state_execute", "state_execute"),
+        (executor, "base_ensure", "base_ensure"),
+        (executor, "_runtime_clear", "runtime_clear"),
+        (statefs, "snapshot", "snapshot (cp -a)"),
+        (postgres, "own", "own (chown -R)"),
+        (postgres, "start", "server start"),
+        (postgres, "run_lines", "psql"),
+        (services, "job_log", "job_log (log events)"),
+        (postgres, "checkpoint", "CHECKPOINT"),
+        (postgres, "stop", "server stop"),
+        (statefs, "write_marker", "write_marker (syncfs)"),
+        (statefs, "size_bytes", "size_bytes"),
+        (executor, "instance_start", "instance_start"),
+        (services, "task_status_set", "task_status_set"),
+        (services, "job_finish", "job_finish"),
+        (cache, "cache_evict", "cache_evict (after job_finish, after a build)"),
+    ]:
+        tracer.wrap(module, name, label)
+
+
+def span_tree(spans) -> dict[tuple[str, ...], float]:
+    """Seconds per call path (labels of the enclosing spans, outermost first), summed over calls."""
+    totals: dict[tuple[str, ...], float] = {}
+    for span in spans:
+        label, thread, start, end = span
+        parents = sorted(
+            (s for s in spans if s is not span and s[1] == thread and s[2] <= start and end <= s[3]),
+            key=lambda s: (s[2], -s[3]),
+        )
+        path = tuple(s[0] for s in parents) + (label,)
+        totals[path] = totals.get(path, 0.0) + (end - start)
+    return totals
+
+
+# --- the engine ---------------------------------------------------------------------------
+
+
+class Engine:
+    """Submits prepares and follows them to a connected instance, as a client would."""
+
+    def __init__(self, params: dict, image_id: str, tracer: Tracer):
+        self.image_id = image_id
+        self.tracer = tracer
+        self.listener = psycopg.connect(**{**params, "dbname": BENCH_DATABASES["default"]}, autocommit=True)
+        self.listener.execute("LISTEN sqlrs_events")
+
+    def close(self) -> None:
+        self.listener.close()
+
+    def prepare(self, script: Path) -> dict:
+        """Submit → succeeded → connected; the seconds of each phase (they add up to ``total``)."""
+        from jobs.dbstates import services
+
+        self.tracer.take()
+        started = time.perf_counter()
+        job = services.prepare_job_submit(prepare_kind="psql", image_id=self.image_id, psql_args=["-f", str(script)])
+        submitted = time.perf_counter()
+        result = self._wait_succeeded(job.job_id)
+        seen = time.perf_counter()
+        connect_ready(result["dsn"])
+        connected = time.perf_counter()
+        spans = self.tracer.take()
+        handler = next((s for s in spans if s[0].startswith("handler")), None)
+        self._instance_drop(result["instance_id"])
+        if handler is None:
+            raise RuntimeError("the handler ran on the main thread?")
+        figures = {
+            "total": connected - started,
+            "submit (prepare_job_submit)": submitted - started,
+            "pickup (submitted → handler entered)": handler[2] - submitted,
+            "handler (prepare_job_run)": handler[3] - handler[2],
+            "seen (handler returned → client saw succeeded)": seen - handler[3],
+            "connect + SELECT 1": connected - seen,
+        }
+        return {"figures": figures, "tree": span_tree(spans), "result": result}
+
+    def _wait_succeeded(self, job_id: str) -> dict:
+        from jobs.dbstates.models import PrepareJob
+
+        deadline = time.monotonic() + JOB_TIMEOUT_SEC
+        while True:
+            status, result, error = PrepareJob.objects.values_list("status", "result", "error").get(job_id=job_id)
+            if status == "succeeded":
+                return result
+            if status in ("failed", "canceled", "cancelled"):
+                raise RuntimeError(f"prepare job {job_id} {status}: {error}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"prepare job {job_id} still {status} after {JOB_TIMEOUT_SEC} s")
+            for note in self.listener.notifies(timeout=1.0):
+                if job_id in note.payload.split(","):
+                    break
+
+    @staticmethod
+    def _instance_drop(instance_id: str) -> None:
+        from jobs.dbstates import postgres, statefs
+        from jobs.dbstates.models import Instance
+
+        data_dir = Path(Instance.objects.get(instance_id=instance_id).runtime_dir)
+        postgres.stop(data_dir, immediate=True)
+        statefs.remove(data_dir)
+        postgres.log_path(data_dir).unlink(missing_ok=True)
+
+
+# --- the hand floor -----------------------------------------------------------------------
+
+
+class Floor:
+    """The same work by hand, with the engine's server helpers (as its server user, its settings)."""
+
+    def __init__(self, image, work: Path):
+        self.image = image
+        self.work = work
+        work.mkdir(mode=0o711)
+
+    def _copy(self, source: Path, target: Path) -> None:
+        subprocess.run(["cp", "-a", str(source), str(target)], check=True, capture_output=True)
+
+    @contextmanager
+    def _dirs(self, *names: str):
+        from jobs.dbstates import postgres, statefs
+
+        dirs = [self.work / name for name in names]
+        try:
+            yield dirs
+        finally:
+            for data_dir in dirs:
+                if data_dir.exists():
+                    postgres.stop(data_dir, immediate=True)
+                    statefs.remove(data_dir)
+                postgres.log_path(data_dir).unlink(missing_ok=True)
+
+    def cached(self, state: Path) -> dict:
+        """cp -a the state → start → connect."""
+        from jobs.dbstates import postgres
+
+        with self._dirs("instance") as (instance,):
+            marks = [("", time.perf_counter())]
+            self._copy(state, instance)
+            marks.append(("cp -a state", time.perf_counter()))
+            server = postgres.start(self.image, instance)
+            marks.append(("server start", time.perf_counter()))
+            connect_ready(server.dsn)
+            marks.append(("connect + SELECT 1", time.perf_counter()))
+        return phases(marks)
+
+    def uncached(self, base: Path, script: Path) -> dict:
+        """cp -a base → start → psql -f → CHECKPOINT → fast stop → cp -a → start → connect."""
+        from jobs.dbstates import postgres
+
+        with self._dirs("build", "instance") as (build, instance):
+            marks = [("", time.perf_counter())]
+            self._copy(base, build)
+            marks.append(("cp -a base", time.perf_counter()))
+            server = postgres.start(self.image, build)
+            marks.append(("server start", time.perf_counter()))
+            subprocess.run(
+                [self.image.program("psql"), "-X", "-v", "ON_ERROR_STOP=1", "-f", str(script)],
+                env=postgres.client_env(server),
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            marks.append(("psql -f", time.perf_counter()))
+            postgres.checkpoint(server)
+            marks.append(("CHECKPOINT", time.perf_counter()))
+            postgres.stop(build)
+            marks.append(("server stop (fast)", time.perf_counter()))
+            self._copy(build, instance)
+            marks.append(("cp -a state", time.perf_counter()))
+            server = postgres.start(self.image, instance)
+            marks.append(("server start (instance)", time.perf_counter()))
+            connect_ready(server.dsn)
+            marks.append(("connect + SELECT 1", time.perf_counter()))
+        return phases(marks)
+
+
+def phases(marks: list[tuple[str, float]]) -> dict:
+    figures = {"total": marks[-1][1] - marks[0][1]}
+    for (_, before), (name, after) in zip(marks, marks[1:]):
+        figures[name] = after - before
+    return {"figures": figures}
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+@contextmanager
+def engine_worker(concurrency: int):
+    """The runworker runtime serving the engine's queue, in a thread of this process (default settings)."""
+    from django.conf import settings
+
+    import jobs.dbstates.job_handlers  # noqa: F401  (registers sqlrs.prepare)
+    from jobs.registry import registry
+    from jobs.worker import WorkerConfig, build_worker
+
+    worker = build_worker(WorkerConfig.from_settings({settings.SQLRS_QUEUE: concurrency}), registry)
+    thread = threading.Thread(target=worker.run, name="sqlrs-worker", daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.request_stop()
+        thread.join(timeout=60)
+        if thread.is_alive():
+            print("warning: the worker did not stop within 60 s")
+
+
+def servers_stop(store: Path) -> int:
+    """Stop every server left under the bench's state store; how many were running."""
+    from jobs.dbstates import postgres
+
+    stopped = 0
+    for pid_file in store.glob("**/postmaster.pid"):
+        stopped += postgres.stop(pid_file.parent, immediate=True)
+    return stopped
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:8.1f} ms"
+
+
+def median_of(runs: list[dict], key: str) -> float:
+    return statistics.median(run["figures"][key] for run in runs)
+
+
+def print_phases(title: str, runs: list[dict]) -> None:
+    """Median of each phase (they add up to the total's median only roughly), with the traced tree."""
+    rows = [(name, ms(median_of(runs, name))) for name in runs[0]["figures"]]
+    if "tree" in runs[0]:
+        paths: list[tuple[str, ...]] = []
+        for run in runs:  # in the order of first appearance
+            paths += [path for path in run["tree"] if path not in paths]
+        for path in paths:
+            if len(path) < 2:
+                continue  # the handler itself is a phase above
+            values = [run["tree"].get(path, 0.0) for run in runs]
+            rows.append(("  " * (len(path) - 1) + path[-1], ms(statistics.median(values))))
+    print_table(title, rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
+    parser.add_argument("--image", default="postgres:15")
+    parser.add_argument(
+        "--script",
+        choices=("inserts", "series"),
+        default="inserts",
+        help=f"the uncached script: {ROWS:,} INSERT lines (default) or one INSERT … generate_series",
+    )
+    parser.add_argument("--concurrency", type=int, default=2, help="the worker's slots on the engine's queue")
+    args = parser.parse_args()
+
+    # A short store path: a server's Unix socket lives in its data directory (sun_path ≤ 107 bytes).
+    store = Path(tempfile.mkdtemp(prefix="sqlrs-bench-", dir="/tmp"))
+    store.chmod(0o711)  # the server user must traverse it
+    scripts = store / "scripts"
+    scripts.mkdir()
+    os.environ["SQLRS_STATE_STORE"] = str(store)
+    os.environ["SQLRS_SCRIPT_ROOTS"] = str(scripts)
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    params = None
+    tracer = Tracer()
+    try:
+        params = server_params()  # django.setup(), with the settings above
+        create_bench_databases(params)
+        use_bench_databases()
+        from jobs.dbstates import images, postgres, statefs
+
+        image = images.image_resolve(args.image)
+        trace_engine(tracer)
+        cached_script = scripts / "cached.sql"
+        cached_script.write_text(script_text("cached", args.script))
+        runs: dict[str, list[dict]] = {"cached": [], "cached floor": [], "uncached": [], "uncached floor": []}
+        with engine_worker(args.concurrency):
+            engine = Engine(params, args.image, tracer)
+            try:
+                first = engine.prepare(cached_script)  # initdb of the base, then the state: untimed
+                state = statefs.state_dir(image.version, first["result"]["state_id"])
+                base = statefs.base_dir(image.version)
+                floor = Floor(image, store / "floor")
+                print(
+                    f"{os.cpu_count()} CPUs; image {args.image} → {image.resolved_id[:40]}… ({image.bin_dir}); "
+                    f"state store {store} ({subprocess.run(['stat', '-f', '-c', '%T', str(store)], capture_output=True, text=True).stdout.strip()}); "
+                    f"server user {postgres.os_user() or '(this one)'}\n"
+                    f"first prepare (initdb + build + instance): {first['figures']['total']:.2f} s; "
+                    f"base {statefs.size_bytes(base) / 2**20:.0f} MiB, state {statefs.size_bytes(state) / 2**20:.0f} MiB; "
+                    f"{args.warmup} warm-up + {args.rounds} rounds, uncached script: {args.script} ({ROWS:,} rows)"
+                )
+                for number in range(-args.warmup, args.rounds):
+                    script = scripts / f"round-{number + args.warmup}.sql"
+                    script.write_text(script_text(f"round {number}", args.script))
+                    steps = {
+                        "cached": lambda: engine.prepare(cached_script),
+                        "cached floor": lambda: floor.cached(state),
+                        "uncached": lambda: engine.prepare(script),
+                        "uncached floor": lambda: floor.uncached(base, script),
+                    }
+                    order = list(steps) if number % 2 == 0 else ["cached floor", "cached", "uncached floor", "uncached"]
+                    for name in order:
+                        figures = steps[name]()
+                        if number >= 0:
+                            runs[name].append(figures)
+                    script.unlink()
+                    if number >= 0 and (number + 1) % 10 == 0:
+                        print(f"  {number + 1} rounds done")
+            finally:
+                engine.close()
+    finally:
+        tracer.restore()
+        stopped = servers_stop(store) if params is not None else 0
+        if stopped:
+            print(f"stopped {stopped} servers left in the store")
+        subprocess.run(["rm", "-rf", str(store)], check=False)
+        if params is not None:
+            from django.db import connections
+
+            connections.close_all()
+            drop_bench_databases(params)
+
+    totals = {name: [run["figures"]["total"] for run in values] for name, values in runs.items()}
+    p50 = {name: statistics.median(values) for name, values in totals.items()}
+    p99 = {name: quantile(values, 0.99) for name, values in totals.items()}
+    ratio = p50["uncached"] / p50["uncached floor"]
+    width = 24
+    print_table(
+        f"prepare → instance ready (submit → job succeeded → psycopg connect + SELECT 1), "
+        f"{args.rounds} interleaved rounds (p99 of {args.rounds} is the slowest but {args.rounds // 100})",
+        [
+            ("metric", "engine".rjust(width), "floor (by hand)".rjust(width), "ratio".rjust(7), "  target"),
+            (
+                "1. cached prepare, p50",
+                f"{p50['cached'] * 1000:.0f} ms".rjust(width),
+                f"{p50['cached floor'] * 1000:.0f} ms".rjust(width),
+                f"{p50['cached'] / p50['cached floor']:6.2f}×",
+                f"  p50 ≤ {CACHED_TARGET_SEC:g} s: {verdict(p50['cached'] <= CACHED_TARGET_SEC)}",
+            ),
+            (
+                "   cached prepare, p99",
+                f"{p99['cached'] * 1000:.0f} ms".rjust(width),
+                f"{p99['cached floor'] * 1000:.0f} ms".rjust(width),
+                f"{p99['cached'] / p99['cached floor']:6.2f}×",
+                "",
+            ),
+            (
+                f"2./3. uncached {ROWS:,}-row prepare, p50",
+                f"{p50['uncached'] * 1000:.0f} ms".rjust(width),
+                f"{p50['uncached floor'] * 1000:.0f} ms".rjust(width),
+                f"{ratio:6.2f}×",
+                f"  ≤ {RATIO_TARGET}× floor: {verdict(ratio <= RATIO_TARGET)}",
+            ),
+            (
+                f"      uncached {ROWS:,}-row prepare, p99",
+                f"{p99['uncached'] * 1000:.0f} ms".rjust(width),
+                f"{p99['uncached floor'] * 1000:.0f} ms".rjust(width),
+                f"{p99['uncached'] / p99['uncached floor']:6.2f}×",
+                "",
+            ),
+        ],
+    )
+    print_phases("where a cached prepare's time goes (median per phase; traced engine calls indented)", runs["cached"])
+    print_phases("the cached floor (median per step)", runs["cached floor"])
+    print_phases("where an uncached prepare's time goes (median per phase; traced engine calls indented)", runs["uncached"])
+    print_phases("the uncached floor (median per step)", runs["uncached floor"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""The engine's NDJSON streams, as async generators (a follower waits on the event loop, not in a
+thread): a prepare job's events, and a run's output.
+
+The events stream reads the job's events in order from a position (``Range: events=N-``),
+then waits for the ``sqlrs_events`` NOTIFY naming the job (re-reading on a slow timer in case
+one was lost), and closes once the job's terminal status has been sent.
+"""
+
+import json
+import re
+import time
+from contextlib import AsyncExitStack
+
+from django.conf import settings
+from django.http import JsonResponse, StreamingHttpResponse
+
+from jobs.api.streams import OPEN_STREAMS
+from jobs.dbstates import runs, selectors
+from jobs.dbstates.api.errors import sqlrs_error
+from jobs.dbstates.models import EVENTS_CHANNEL, TERMINAL_STATUSES
+from pipeline_project.core.notifications import waiting_resources
+
+NDJSON = "application/x-ndjson"
+EVENTS_PAGE = 500
+RANGE = re.compile(r"^events=(?P<start>[0-9]{1,9})-(?P<end>[0-9]{1,9})?$")
+_EVENTS_OPEN = OPEN_STREAMS.labels(stream="sqlrs_events")
+_RUNS_OPEN = OPEN_STREAMS.labels(stream="sqlrs_runs")
+HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-store"}
+
+
+def events_response(job_id: str, *, range_header: str | None):
+    """200 with every event, or 206 from the range's start (to its end, if it has one)."""
+    match = RANGE.match(range_header.strip()) if range_header else None
+    start = int(match["start"]) if match else 0
+    end = int(match["end"]) if match and match["end"] else None
+    headers = {**HEADERS, "Accept-Ranges": "events"}
+    status = 200
+    if match:
+        job_status, count = _progress(job_id)
+        if (end is not None and end < start) or (job_status in TERMINAL_STATUSES and start >= count):
+            body = sqlrs_error("range_not_satisfiable", f"the job has {count} events; asked for {range_header}")
+            return JsonResponse(body, status=416, headers={"Content-Range": f"events */{count}"})
+        total = str(count) if job_status in TERMINAL_STATUSES else "*"
+        last = end if end is not None else (count - 1 if job_status in TERMINAL_STATUSES else "*")
+        headers["Content-Range"] = f"events {start}-{last}/{total}"
+        status = 206
+    return StreamingHttpResponse(
+        _event_lines(job_id, start=start, end=end), status=status, content_type=NDJSON, headers=headers
+    )
+
+
+def _progress(job_id: str) -> tuple[str, int]:
+    job = selectors.job_get(job_id=job_id)
+    return job.status, job.events.count()
+
+
+async def _event_lines(job_id: str, *, start: int, end: int | None):
+    deadline = time.monotonic() + settings.DL_EVENTS_MAX_FOLLOW_SEC
+    _EVENTS_OPEN.inc()
+    try:
+        async with AsyncExitStack() as stack:
+            resources = await stack.enter_async_context(waiting_resources())
+            new_events = await stack.enter_async_context(resources.hub.subscribe(EVENTS_CHANNEL, [job_id]))
+            position, final_read = start, False
+            while True:
+                limit = EVENTS_PAGE if end is None else min(EVENTS_PAGE, end + 1 - position)
+                events = await selectors.job_events_page(
+                    pool=resources.pool, job_id=job_id, start=position, limit=limit
+                )
+                for event in events:
+                    yield json.dumps(event) + "\n"
+                position += len(events)
+                if end is not None and position > end:
+                    return
+                if len(events) == limit:
+                    continue
+                if final_read:
+                    return
+                progress = await selectors.job_progress(pool=resources.pool, job_id=job_id)
+                remaining = deadline - time.monotonic()
+                if progress is None or remaining <= 0:
+                    return
+                if progress[0] in TERMINAL_STATUSES:
+                    final_read = True  # the status event was written with the status: read once more
+                    continue
+                await new_events.wait(timeout=min(settings.DL_EVENTS_RECHECK_SEC, remaining))
+    finally:
+        _EVENTS_OPEN.dec()
+
+
+def run_response(plan: runs.RunPlan) -> StreamingHttpResponse:
+    return StreamingHttpResponse(_run_lines(plan), content_type=NDJSON, headers=HEADERS)
+
+
+async def _run_lines(plan: runs.RunPlan):
+    _RUNS_OPEN.inc()
+    try:
+        async for event in runs.run_events(plan):
+            yield json.dumps(event) + "\n"
+    finally:
+        _RUNS_OPEN.dec()

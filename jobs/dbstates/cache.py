@@ -1,0 +1,178 @@
+"""The state cache's budget: its status, its explanation of a prepare, and LRU eviction.
+
+The budget is ``cache.capacity.maxBytes`` or, when that is null (store-coupled), what the
+store's file system can hold beside the states minus ``reserveBytes``. Past the high
+watermark (or with less than the reserve free), the least recently used states that are
+evictable (no child state, no instance, no running task, older than ``minStateAge``, past
+their ``min_retention_until``) are deleted until usage is under the low watermark.
+"""
+
+import shutil
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db.models import Count, Exists, OuterRef, Q, Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from jobs.dbstates import deletion, images, planning, selectors, statefs
+from jobs.dbstates.config import config_value, duration_seconds
+from jobs.dbstates.models import CacheEviction, JobStatus, PrepareTask, State
+from jobs.dbstates.services import prepare_request_check
+
+
+@dataclass
+class Usage:
+    usage_bytes: int
+    configured_max_bytes: int | None
+    effective_max_bytes: int
+    reserve_bytes: int
+    high_watermark: float
+    low_watermark: float
+    min_state_age: str
+    store_total_bytes: int
+    store_free_bytes: int
+
+    @property
+    def pressure_reasons(self) -> list[str]:
+        reasons = []
+        if self.usage_bytes > self.high_watermark * self.effective_max_bytes:
+            reasons.append("usage_above_high_watermark")
+        if self.store_free_bytes < self.reserve_bytes:
+            reasons.append("free_below_reserve")
+        return reasons
+
+    def relieved(self, freed: int) -> bool:
+        return (
+            self.usage_bytes - freed <= self.low_watermark * self.effective_max_bytes
+            and self.store_free_bytes + freed >= self.reserve_bytes
+        )
+
+
+def _usage() -> Usage:
+    capacity = config_value("cache.capacity")
+    store = statefs.root()
+    store.mkdir(parents=True, exist_ok=True)
+    disk = shutil.disk_usage(store)
+    used = State.objects.aggregate(total=Coalesce(Sum("size_bytes"), 0))["total"]
+    configured = capacity["maxBytes"]
+    effective = configured if configured is not None else max(0, used + disk.free - capacity["reserveBytes"])
+    return Usage(
+        usage_bytes=used,
+        configured_max_bytes=configured,
+        effective_max_bytes=effective,
+        reserve_bytes=capacity["reserveBytes"],
+        high_watermark=capacity["highWatermark"],
+        low_watermark=capacity["lowWatermark"],
+        min_state_age=capacity["minStateAge"],
+        store_total_bytes=disk.total,
+        store_free_bytes=disk.free,
+    )
+
+
+def evictable_states(min_state_age: str):
+    """States that could go now, least recently used first."""
+    now = timezone.now()
+    running = PrepareTask.objects.filter(status=JobStatus.RUNNING).filter(
+        Q(output_state_id=OuterRef("state_id")) | Q(input_kind="state", input_id=OuterRef("state_id"))
+    )
+    return (
+        State.objects.annotate(child_count=Count("children", distinct=True), refcount=Count("instances", distinct=True))
+        .filter(child_count=0, refcount=0, created_at__lte=now - timedelta(seconds=duration_seconds(min_state_age)))
+        .filter(Q(min_retention_until__isnull=True) | Q(min_retention_until__lte=now))
+        .exclude(Exists(running))
+        .order_by(Coalesce("last_used_at", "created_at"), "created_at")
+    )
+
+
+def cache_status() -> dict:
+    usage = _usage()
+    evictable = evictable_states(usage.min_state_age)
+    reclaimable = evictable.aggregate(total=Coalesce(Sum("size_bytes"), 0))["total"]
+    state_count = State.objects.count()
+    last = CacheEviction.objects.first()
+    return {
+        "usage_bytes": usage.usage_bytes,
+        "configured_max_bytes": usage.configured_max_bytes,
+        "effective_max_bytes": usage.effective_max_bytes,
+        "reserve_bytes": usage.reserve_bytes,
+        "high_watermark": usage.high_watermark,
+        "low_watermark": usage.low_watermark,
+        "min_state_age": usage.min_state_age,
+        "store_total_bytes": usage.store_total_bytes,
+        "store_free_bytes": usage.store_free_bytes,
+        "state_count": state_count,
+        "reclaimable_bytes": reclaimable,
+        "blocked_count": state_count - evictable.count(),
+        "pressure_reasons": usage.pressure_reasons,
+        "last_eviction": _eviction_summary(last) if last else None,
+    }
+
+
+def _eviction_summary(eviction: CacheEviction) -> dict:
+    return {
+        "completed_at": selectors.rfc3339(eviction.completed_at),
+        **{
+            name: getattr(eviction, name)
+            for name in (
+                "trigger",
+                "evicted_count",
+                "freed_bytes",
+                "blocked_count",
+                "reclaimable_bytes",
+                "usage_bytes_before",
+                "usage_bytes_after",
+                "free_bytes_before",
+                "free_bytes_after",
+            )
+        },
+    }
+
+
+def cache_evict(*, trigger: str) -> dict:
+    """Evict least recently used states while the cache is under pressure; record the run."""
+    usage = _usage()
+    if not usage.pressure_reasons:
+        return {"evicted": 0}
+    freed = evicted = 0
+    while not usage.relieved(freed):
+        candidate = evictable_states(usage.min_state_age).first()  # a parent may become a leaf
+        if candidate is None:
+            break
+        result = deletion.state_delete(state_id=candidate.state_id)
+        if result.outcome == "deleted":
+            freed += candidate.size_bytes
+            evicted += 1
+    after = _usage()
+    reclaimable = evictable_states(after.min_state_age).aggregate(total=Coalesce(Sum("size_bytes"), 0))["total"]
+    CacheEviction.objects.create(
+        trigger=trigger,
+        evicted_count=evicted,
+        freed_bytes=freed,
+        blocked_count=State.objects.count() - evictable_states(after.min_state_age).count(),
+        reclaimable_bytes=reclaimable,
+        usage_bytes_before=usage.usage_bytes,
+        usage_bytes_after=after.usage_bytes,
+        free_bytes_before=usage.store_free_bytes,
+        free_bytes_after=after.store_free_bytes,
+    )
+    return {"evicted": evicted, "freed_bytes": freed}
+
+
+def prepare_explain(*, prepare_kind, image_id, psql_args=None, stdin=None, **lb) -> dict:
+    """The cache decision a prepare would meet, computed as the job computes it; nothing is written."""
+    request = prepare_request_check(
+        prepare_kind=prepare_kind, image_id=image_id, psql_args=psql_args, stdin=stdin, **lb
+    )
+    image = images.image_resolve(image_id)
+    links = planning.chain(request, resolved_image_id=image.resolved_id)
+    state_id = links[-1].output_state_id
+    hit = State.objects.filter(state_id=state_id).exists()
+    hashes = [link.task_hash for link in links]
+    return {
+        "decision": "hit" if hit else "miss",
+        "reason_code": "exact_state_match" if hit else "no_matching_state",
+        "signature": planning.signature(task_hashes=hashes, resolved_image_id=image.resolved_id, plan_only=False),
+        "matched_state_id": state_id if hit else None,
+        "resolved_image_id": image.resolved_id,
+    }

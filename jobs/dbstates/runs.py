@@ -1,0 +1,213 @@
+"""Running psql or pgbench against an instance, streamed as sqlrs's RunEvents (seed 1.4, 2.3).
+
+``run_prepare`` (blocking: the database and maybe a server start) checks the request,
+resolves the instance by id or name and, if its server is gone, starts it again from its
+runtime directory (recorded as a ``log`` event). ``run_events`` (async: a streamed response
+waits on the event loop, not in a thread) runs the commands and yields ``start``,
+``stdout``/``stderr`` lines and ``exit``. The client programs run as the servers' system
+user, never as the service's, and their connection comes from the environment only.
+"""
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.dbstates import images, postgres, selectors
+from jobs.dbstates.models import Instance, InstanceStatus
+from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
+
+KINDS = ("psql", "pgbench")
+# Flags that pick the server or the user: the engine connects the client itself.
+CONNECTION_FLAGS = {
+    "psql": {"-h", "--host", "-p", "--port", "-U", "--username", "-d", "--dbname"},
+    "pgbench": {"-h", "--host", "-p", "--port", "-U", "--username"},
+}
+MAX_ARGS = 1000
+MAX_ARG_BYTES = 64 * 1024
+MAX_STEPS = 100
+MAX_LINE = 64 * 1024  # a longer line is streamed in pieces of this size
+
+
+@dataclass
+class RunCommand:
+    args: list[str]
+    stdin: str | None
+
+
+@dataclass
+class RunPlan:
+    instance_id: str
+    env: dict[str, str]
+    commands: list[RunCommand]
+    recovery: list[str] = field(default_factory=list)
+
+
+def _invalid(message: str) -> InvalidInputError:
+    return InvalidInputError(message, code="invalid_argument")
+
+
+def _strings(value, what: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(arg, str) for arg in value):
+        raise _invalid(f"{what} must be an array of strings")
+    if len(value) > MAX_ARGS or any(len(arg.encode()) > MAX_ARG_BYTES or "\x00" in arg for arg in value):
+        raise _invalid(f"{what}: at most {MAX_ARGS} arguments of {MAX_ARG_BYTES} bytes, without NUL")
+    return value
+
+
+def _stdin(value, what: str) -> str | None:
+    if value is not None and (not isinstance(value, str) or "\x00" in value):
+        raise _invalid(f"{what} must be a string without NUL")
+    if value is not None and len(value.encode()) > settings.SQLRS_MAX_STDIN_BYTES:
+        raise _invalid(f"{what} is larger than {settings.SQLRS_MAX_STDIN_BYTES} bytes")
+    return value
+
+
+def _refuse_connection_flags(kind: str, args: list[str]) -> None:
+    """sqlrs answers a conflicting connection flag with 409: the instance decides the connection."""
+    for arg in args:
+        flag = arg.partition("=")[0] if arg.startswith("--") else arg[:2]
+        if flag in CONNECTION_FLAGS[kind] or arg.startswith(("postgres://", "postgresql://")) or "host=" in arg:
+            raise ConflictError(
+                f"{kind} argument {arg!r} conflicts with the instance's connection (the engine connects)",
+                code="conflict",
+            )
+
+
+def _commands(request: dict) -> list[RunCommand]:
+    kind = request["kind"]
+    if request.get("steps") is not None:
+        if kind != "psql":
+            raise _invalid("steps are for psql runs only")
+        steps = request["steps"]
+        if not isinstance(steps, list) or not 1 <= len(steps) <= MAX_STEPS:
+            raise _invalid(f"steps must be an array of 1 to {MAX_STEPS} steps")
+        if request.get("stdin") is not None:
+            raise _invalid("steps and stdin are mutually exclusive (give each step its stdin)")
+        commands = []
+        for n, step in enumerate(steps):
+            if not isinstance(step, dict) or set(step) - {"args", "stdin"} or "args" not in step:
+                raise _invalid(f"steps[{n}] must be an object with args and an optional stdin")
+            commands.append(RunCommand(_strings(step["args"], f"steps[{n}].args"), _stdin(step.get("stdin"), "stdin")))
+        return commands
+    return [RunCommand(_strings(request.get("args"), "args"), _stdin(request.get("stdin"), "stdin"))]
+
+
+def run_prepare(*, instance_ref, kind, args=None, command=None, stdin=None, steps=None) -> RunPlan:
+    """Check a run request and make its instance's server ready (started again if it is gone)."""
+    if kind not in KINDS:
+        raise _invalid(f"kind must be one of {', '.join(KINDS)}")
+    if command not in (None, kind):
+        raise _invalid(f"command may only be {kind!r} for a {kind} run (or omitted)")
+    if not isinstance(instance_ref, str) or not instance_ref:
+        raise _invalid("instance_ref is required (an instance id or name)")
+    commands = _commands({"kind": kind, "args": args, "stdin": stdin, "steps": steps})
+    for run in commands:
+        _refuse_connection_flags(kind, run.args)
+    instance, _by_name = selectors.instance_resolve(ref=instance_ref)
+    server, recovery = instance_server_ensure(instance_id=instance.instance_id)
+    program = images.image_resolve(instance.image_id).program(kind)
+    return RunPlan(
+        instance_id=instance.instance_id,
+        env=postgres.client_env(server),
+        commands=[RunCommand([program, *run.args], run.stdin) for run in commands],
+        recovery=recovery,
+    )
+
+
+def instance_server_ensure(*, instance_id: str) -> tuple[postgres.Server, list[str]]:
+    """The instance's running server; if it is gone, started again from its runtime directory,
+    with its new port and pid recorded. Returns (server, recovery messages)."""
+    with transaction.atomic():
+        instance = Instance.objects.select_for_update().filter(instance_id=instance_id).first()
+        if instance is None or instance.status != InstanceStatus.ACTIVE:
+            raise NotFoundError(f"instance {instance_id} not found or expired", code="not_found")
+        data_dir = Path(instance.runtime_dir)
+        server = postgres.running(data_dir)
+        if server is not None:
+            return server, []
+        if not (data_dir / "PG_VERSION").exists():
+            raise NotFoundError(f"instance {instance_id} has lost its runtime directory", code="not_found")
+        (data_dir / "postmaster.pid").unlink(missing_ok=True)
+        server = postgres.start(images.image_resolve(instance.image_id), data_dir)
+        old_port = instance.port
+        instance.port, instance.pid = server.port, server.pid
+        instance.save(update_fields=["port", "pid"])
+    message = f"instance {instance_id}: its server was not running; started again from its runtime directory"
+    return server, [f"{message} (port {old_port} → {server.port})"]
+
+
+def _event(kind: str, **fields) -> dict:
+    return {"type": kind, "ts": selectors.rfc3339(timezone.now()), **fields}
+
+
+async def run_events(plan: RunPlan):
+    """Yield the run's events; the commands run one after the other until one fails."""
+    for message in plan.recovery:
+        yield _event("log", data=message)
+    yield _event("start", instance_id=plan.instance_id)
+    exit_code = 0
+    for command in plan.commands:
+        async for event in _command_events(command, plan.env):
+            if event["type"] == "exit":
+                exit_code = event["exit_code"]
+            else:
+                yield event
+        if exit_code != 0:
+            break
+    yield _event("exit", exit_code=exit_code)
+
+
+async def _command_events(command: RunCommand, env: dict[str, str]):
+    process = await asyncio.create_subprocess_exec(
+        *command.args,
+        stdin=asyncio.subprocess.PIPE if command.stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd="/",
+        **postgres.as_server_user(),
+    )
+    events: asyncio.Queue = asyncio.Queue()
+
+    async def pump(stream, kind: str) -> None:
+        pending = b""
+        while chunk := await stream.read(MAX_LINE):
+            pending += chunk
+            while (end := pending.find(b"\n")) >= 0 or len(pending) >= MAX_LINE:
+                cut = end + 1 if end >= 0 else MAX_LINE
+                await events.put(_event(kind, data=pending[:cut].decode("utf-8", errors="replace")))
+                pending = pending[cut:]
+        if pending:
+            await events.put(_event(kind, data=pending.decode("utf-8", errors="replace")))
+
+    async def feed() -> None:
+        try:
+            process.stdin.write(command.stdin.encode())
+            await process.stdin.drain()
+            process.stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    tasks = [asyncio.create_task(pump(process.stdout, "stdout")), asyncio.create_task(pump(process.stderr, "stderr"))]
+    if command.stdin is not None:
+        tasks.append(asyncio.create_task(feed()))
+    readers = asyncio.gather(*tasks)
+    try:
+        while not (readers.done() and events.empty()):
+            getter = asyncio.ensure_future(events.get())
+            await asyncio.wait({getter, readers}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield getter.result()
+            else:
+                getter.cancel()
+        yield _event("exit", exit_code=await process.wait())
+    finally:  # the client went away (or the stream failed): the command does not outlive it
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        for task in tasks:
+            task.cancel()
