@@ -38,6 +38,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -58,6 +59,7 @@ CACHED_TARGET_SEC = 1.0
 RATIO_TARGET = 1.3
 ROWS = 1000
 JOB_TIMEOUT_SEC = 300
+HANDLER = "handler (prepare_job_run)"
 
 
 def verdict(ok: bool) -> str:
@@ -72,7 +74,8 @@ def quantile(values, fraction):
 def script_text(tag: str, style: str) -> str:
     lines = [
         f"-- bench {tag}",
-        "CREATE TABLE bench_rows (id int PRIMARY KEY, name text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());",
+        "CREATE TABLE bench_rows (id int PRIMARY KEY, name text NOT NULL,"
+        " created_at timestamptz NOT NULL DEFAULT now());",
     ]
     if style == "series":
         lines.append(f"INSERT INTO bench_rows (id, name) SELECT n, 'row ' || n FROM generate_series(1, {ROWS}) AS n;")
@@ -95,7 +98,7 @@ class Tracer:
 
     def __init__(self):
         self.spans: list[tuple[str, int, float, float]] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._originals = []
 
     def wrap(self, module, name: str, label: str) -> None:
@@ -115,12 +118,16 @@ class Tracer:
             finally:
                 with self._lock:
                     self.spans.append((label, thread.ident, started, time.perf_counter()))
+                    self._lock.notify_all()
 
         setattr(module, name, traced)
         self._originals.append((module, name, original))
 
-    def take(self) -> list[tuple[str, int, float, float]]:
+    def take(self, *, until: str | None = None, timeout: float = 60.0) -> list[tuple[str, int, float, float]]:
+        """The spans recorded since the last take; with ``until``, once a span of that label has ended."""
         with self._lock:
+            if until is not None:
+                self._lock.wait_for(lambda: any(span[0] == until for span in self.spans), timeout)
             spans, self.spans = self.spans, []
         return spans
 
@@ -134,7 +141,7 @@ def trace_engine(tracer: Tracer) -> None:
     from jobs.dbstates import cache, executor, job_handlers, postgres, services, statefs
 
     for module, name, label in [
-        (job_handlers, "prepare_job_run", "handler (prepare_job_run)"),
+        (job_handlers, "prepare_job_run", HANDLER),
         (services, "job_start", "job_start"),
         (executor, "_plan", "plan (resolve image, hash, store plan)"),
         (executor, "_state_execute", "state_execute"),
@@ -160,6 +167,7 @@ def trace_engine(tracer: Tracer) -> None:
 def span_tree(spans) -> dict[tuple[str, ...], float]:
     """Seconds per call path (labels of the enclosing spans, outermost first), summed over calls."""
     totals: dict[tuple[str, ...], float] = {}
+    spans = sorted(spans, key=lambda s: (s[2], -s[3]))  # paths in order of their first start: parents first
     for span in spans:
         label, thread, start, end = span
         parents = sorted(
@@ -177,8 +185,9 @@ def span_tree(spans) -> dict[tuple[str, ...], float]:
 class Engine:
     """Submits prepares and follows them to a connected instance, as a client would."""
 
-    def __init__(self, params: dict, image_id: str, tracer: Tracer):
+    def __init__(self, params: dict, image_id: str, tracer: Tracer, *, remove: bool):
         self.image_id = image_id
+        self.remove = remove
         self.tracer = tracer
         self.listener = psycopg.connect(**{**params, "dbname": BENCH_DATABASES["default"]}, autocommit=True)
         self.listener.execute("LISTEN sqlrs_events")
@@ -198,17 +207,19 @@ class Engine:
         seen = time.perf_counter()
         connect_ready(result["dsn"])
         connected = time.perf_counter()
-        spans = self.tracer.take()
-        handler = next((s for s in spans if s[0].startswith("handler")), None)
+        # The job is succeeded (committed) before its handler returns: wait for the handler's end
+        # (untimed), so that its span is in, and the next prepare finds the worker idle.
+        spans = self.tracer.take(until=HANDLER)
         self._instance_drop(result["instance_id"])
+        handler = next((s for s in spans if s[0] == HANDLER), None)
         if handler is None:
-            raise RuntimeError("the handler ran on the main thread?")
+            raise RuntimeError("the handler's end was not seen within 60 s")
         figures = {
             "total": connected - started,
             "submit (prepare_job_submit)": submitted - started,
             "pickup (submitted → handler entered)": handler[2] - submitted,
             "handler (prepare_job_run)": handler[3] - handler[2],
-            "seen (handler returned → client saw succeeded)": seen - handler[3],
+            "seen (client saw succeeded − handler returned)": seen - handler[3],
             "connect + SELECT 1": connected - seen,
         }
         return {"figures": figures, "tree": span_tree(spans), "result": result}
@@ -229,27 +240,32 @@ class Engine:
                 if job_id in note.payload.split(","):
                     break
 
-    @staticmethod
-    def _instance_drop(instance_id: str) -> None:
+    def _instance_drop(self, instance_id: str) -> None:
         from jobs.dbstates import postgres, statefs
         from jobs.dbstates.models import Instance
 
         data_dir = Path(Instance.objects.get(instance_id=instance_id).runtime_dir)
         postgres.stop(data_dir, immediate=True)
-        statefs.remove(data_dir)
-        postgres.log_path(data_dir).unlink(missing_ok=True)
+        if self.remove:
+            statefs.remove(data_dir)
+            postgres.log_path(data_dir).unlink(missing_ok=True)
 
 
 # --- the hand floor -----------------------------------------------------------------------
 
 
 class Floor:
-    """The same work by hand, with the engine's server helpers (as its server user, its settings)."""
+    """The same work by hand, with the engine's server helpers (as its server user, its settings).
 
-    def __init__(self, image, work: Path):
+    Its directories sit where the engine's do (a build under <store>/jobs/, an instance under
+    <store>/instances/): on ext4 without a journal, creating a file costs what the inode
+    allocator's scan of its block group's recently deleted inodes costs, so the same parent
+    directories make the same copies cost the same."""
+
+    def __init__(self, image, store: Path, *, remove: bool):
         self.image = image
-        self.work = work
-        work.mkdir(mode=0o711)
+        self.store = store
+        self.remove = remove
 
     def _copy(self, source: Path, target: Path) -> None:
         subprocess.run(["cp", "-a", str(source), str(target)], check=True, capture_output=True)
@@ -258,15 +274,26 @@ class Floor:
     def _dirs(self, *names: str):
         from jobs.dbstates import postgres, statefs
 
-        dirs = [self.work / name for name in names]
+        tag = uuid.uuid4().hex
+        where = {
+            "build": self.store / "jobs" / f"floor-{tag}" / "runtime",
+            "instance": self.store / "instances" / f"floor-{tag}",
+        }
+        dirs = [where[name] for name in names]
+        for data_dir in dirs:
+            data_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
             yield dirs
         finally:
             for data_dir in dirs:
+                postgres.stop(data_dir, immediate=True)
+                if not self.remove:
+                    continue
                 if data_dir.exists():
-                    postgres.stop(data_dir, immediate=True)
                     statefs.remove(data_dir)
                 postgres.log_path(data_dir).unlink(missing_ok=True)
+                if data_dir.parent.name.startswith("floor-"):
+                    data_dir.parent.rmdir()
 
     def cached(self, state: Path) -> dict:
         """cp -a the state → start → connect."""
@@ -376,6 +403,24 @@ def print_phases(title: str, runs: list[dict]) -> None:
     print_table(title, rows)
 
 
+def describe(args, image, store: Path, first: dict, base: Path, state: Path) -> None:
+    from jobs.dbstates import postgres, statefs
+
+    fs_type = subprocess.run(["stat", "-f", "-c", "%T", str(store)], capture_output=True, text=True).stdout.strip()
+
+    def size(path: Path) -> str:
+        files = sum(len(names) for _dir, _dirs, names in os.walk(path))
+        return f"{statefs.size_bytes(path) / 2**20:.0f} MiB in {files:,} files"
+
+    print(
+        f"{os.cpu_count()} CPUs; image {args.image} → {image.resolved_id[:32]}… ({image.bin_dir}); "
+        f"servers run as {postgres.os_user() or 'this user'}\n"
+        f"state store {store} ({fs_type}); base {size(base)}, state {size(state)}\n"
+        f"first prepare (initdb + build + instance, untimed): {first['figures']['total']:.2f} s; "
+        f"{args.warmup} warm-up + {args.rounds} rounds; uncached script: {args.script} ({ROWS:,} rows)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=30)
@@ -386,6 +431,12 @@ def main() -> None:
         choices=("inserts", "series"),
         default="inserts",
         help=f"the uncached script: {ROWS:,} INSERT lines (default) or one INSERT … generate_series",
+    )
+    parser.add_argument(
+        "--remove-each",
+        action="store_true",
+        help="remove each instance's (and the floor's) directories once stopped, instead of with the store at the "
+        "end; on ext4 without a journal the deleted inodes then slow every later file creation (see the report)",
     )
     parser.add_argument("--concurrency", type=int, default=2, help="the worker's slots on the engine's queue")
     args = parser.parse_args()
@@ -412,20 +463,13 @@ def main() -> None:
         cached_script.write_text(script_text("cached", args.script))
         runs: dict[str, list[dict]] = {"cached": [], "cached floor": [], "uncached": [], "uncached floor": []}
         with engine_worker(args.concurrency):
-            engine = Engine(params, args.image, tracer)
+            engine = Engine(params, args.image, tracer, remove=args.remove_each)
             try:
                 first = engine.prepare(cached_script)  # initdb of the base, then the state: untimed
                 state = statefs.state_dir(image.version, first["result"]["state_id"])
                 base = statefs.base_dir(image.version)
-                floor = Floor(image, store / "floor")
-                print(
-                    f"{os.cpu_count()} CPUs; image {args.image} → {image.resolved_id[:40]}… ({image.bin_dir}); "
-                    f"state store {store} ({subprocess.run(['stat', '-f', '-c', '%T', str(store)], capture_output=True, text=True).stdout.strip()}); "
-                    f"server user {postgres.os_user() or '(this one)'}\n"
-                    f"first prepare (initdb + build + instance): {first['figures']['total']:.2f} s; "
-                    f"base {statefs.size_bytes(base) / 2**20:.0f} MiB, state {statefs.size_bytes(state) / 2**20:.0f} MiB; "
-                    f"{args.warmup} warm-up + {args.rounds} rounds, uncached script: {args.script} ({ROWS:,} rows)"
-                )
+                floor = Floor(image, store, remove=args.remove_each)
+                describe(args, image, store, first, base, state)
                 for number in range(-args.warmup, args.rounds):
                     script = scripts / f"round-{number + args.warmup}.sql"
                     script.write_text(script_text(f"round {number}", args.script))
@@ -497,9 +541,10 @@ def main() -> None:
             ),
         ],
     )
-    print_phases("where a cached prepare's time goes (median per phase; traced engine calls indented)", runs["cached"])
+    traced = "median per phase; the traced engine calls, indented, summed per job"
+    print_phases(f"where a cached prepare's time goes ({traced})", runs["cached"])
     print_phases("the cached floor (median per step)", runs["cached floor"])
-    print_phases("where an uncached prepare's time goes (median per phase; traced engine calls indented)", runs["uncached"])
+    print_phases(f"where an uncached prepare's time goes ({traced})", runs["uncached"])
     print_phases("the uncached floor (median per step)", runs["uncached floor"])
 
 

@@ -24,15 +24,27 @@ def free_port() -> int:
 
 def asgi_get(path: str, *, token: str, **headers) -> tuple[int, dict, bytes]:
     """GET through Django's ASGI test client (a streaming response read to its end): (status, headers, body)."""
+    return asgi_request("get", path, token=token, **headers)
+
+
+def asgi_request(method: str, path: str, *, token: str | None, data=None, **headers) -> tuple[int, dict, bytes]:
+    """A request through Django's ASGI test client, ``data`` sent as JSON; a streaming response is
+    read to its end. Returns (status, headers, body)."""
     from asgiref.sync import async_to_sync
     from django.test import AsyncClient
 
-    async def get():
-        response = await AsyncClient().get(path, headers={"Authorization": f"Bearer {token}", **headers})
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+
+    async def call():
+        send = getattr(AsyncClient(), method)
+        kwargs = {"content_type": "application/json"} if data is not None else {}
+        if data is not None:
+            kwargs["data"] = data
+        response = await send(path, headers={**auth, **headers}, **kwargs)
         if response.streaming:
             body = b"".join([chunk async for chunk in response.streaming_content])
         else:
             body = response.content
         return response.status_code, dict(response.headers), body
 
-    return async_to_sync(get)()
+    return async_to_sync(call)()

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from jobs.dbstates import planning, statefs
+from jobs.dbstates import images, planning, statefs
 from jobs.dbstates.models import EventType, JobStatus, PrepareEvent, PrepareJob, PrepareTask
 from jobs.services.operators import Selection, jobs_cancel
 from jobs.services.producers import JobSpec, job_enqueue
@@ -46,6 +46,7 @@ def prepare_request_check(*, prepare_kind, image_id, psql_args=None, stdin=None,
         raise InvalidInputError(f"prepare_kind must be one of {', '.join(KINDS)}", code="invalid_argument")
     if not isinstance(image_id, str) or not image_id.strip() or len(image_id) > 300:
         raise InvalidInputError("image_id is required (for example postgres:15)", code="invalid_argument")
+    images.image_resolve(image_id)  # an unknown image is a 400 listing the ones there are
     request = planning.psql_request_normalize(psql_args=psql_args, stdin=stdin)
     for step in request.steps:  # a missing or unreadable script is a 400 now, not a failed job later
         planning.step_content_hash(step, stdin=request.stdin)

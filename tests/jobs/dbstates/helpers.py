@@ -1,6 +1,14 @@
 """Helpers for the database-state tests: a state store of the test session, prepares run to their end."""
 
+import functools
+import json
 import time
+from pathlib import Path
+
+import yaml
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 import jobs.dbstates.job_handlers  # noqa: F401  (registers sqlrs.prepare)
 from jobs.dbstates import postgres, services, statefs
@@ -60,3 +68,55 @@ def task_events(job_id: str) -> list[tuple[str, str]]:
     return list(
         PrepareEvent.objects.filter(job_id=job_id, type="task").order_by("seq").values_list("task_id", "status")
     )
+
+
+SPEC_PATH = Path(__file__).resolve().parents[3] / "docs" / "sqlrs-engine.openapi.yaml"
+
+
+def _one_of_as_any_of(node) -> None:
+    """Two of the file's oneOfs overlap, so nothing satisfies them: JSONValue's "number" and
+    "integer" (an integer is both) and GET /config's ConfigValue and ConfigMap (any object).
+    Each is read as the anyOf it means; the discriminated ones match one branch either way."""
+    if isinstance(node, dict):
+        if "oneOf" in node:
+            node["anyOf"] = node.pop("oneOf")
+        for child in node.values():
+            _one_of_as_any_of(child)
+    elif isinstance(node, list):
+        for child in node:
+            _one_of_as_any_of(child)
+
+
+@functools.cache
+def _spec() -> tuple[dict, Registry]:
+    spec = yaml.safe_load(SPEC_PATH.read_text())
+    _one_of_as_any_of(spec)
+    resource = Resource.from_contents(spec, default_specification=DRAFT202012)
+    return spec, Registry().with_resource("urn:sqlrs", resource)
+
+
+def conforms(route: str, method: str, status: int, content_type: str, body: bytes) -> list:
+    """Check a response against the OpenAPI file: the schema of ``route``'s ``method`` for
+    ``status`` and ``content_type`` (each NDJSON line against the entry schema). Returns the
+    parsed body (a list of lines for NDJSON)."""
+    spec, registry = _spec()
+    responses = spec["paths"][route][method]["responses"]
+    assert str(status) in responses, f"{method.upper()} {route} may not answer {status}"
+    content = responses[str(status)].get("content")
+    if content is None:
+        return []
+    media = content_type.split(";")[0].strip()
+    assert media in content, f"{method.upper()} {route} {status} is not documented as {media}"
+    pointer = f"/paths/{route.replace('/', '~1')}/{method}/responses/{status}/content/{media.replace('/', '~1')}/schema"
+    if media == "application/x-ndjson":
+        json_content = content.get("application/json")
+        if json_content is not None:  # a list: each line is one of the array's items
+            pointer = pointer.replace("application~1x-ndjson/schema", "application~1json/schema/items")
+        documents = [json.loads(line) for line in body.decode().splitlines()]
+    else:
+        documents = [json.loads(body)]
+    validator = Draft202012Validator({"$ref": f"urn:sqlrs#{pointer}"}, registry=registry)
+    for document in documents:
+        errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(document)]
+        assert not errors, f"{method.upper()} {route} {status}: {errors} in {document}"
+    return documents if media == "application/x-ndjson" else documents[0]
