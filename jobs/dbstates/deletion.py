@@ -153,9 +153,10 @@ def prepare_job_delete(*, job_id: str, force: bool = False, dry_run: bool = Fals
         node = Node("job", job_id, blocked=ACTIVE_TASKS if active and not force else "", row=job)
 
         def remove(_node: Node) -> None:
-            if active and job.queue_job_id:
-                jobs_cancel(selection=Selection.of_ids([job.queue_job_id]), by="sqlrs")
             job.delete()
-            transaction.on_commit(lambda: statefs.remove(statefs.job_dir(job_id)))
+            if active and job.queue_job_id:  # its worker stops and removes the job's directory
+                jobs_cancel(selection=Selection.of_ids([job.queue_job_id]), by="sqlrs")
+            else:
+                transaction.on_commit(lambda: statefs.remove(statefs.job_dir(job_id)))
 
         return _finish(node, dry_run=dry_run, remove=remove)

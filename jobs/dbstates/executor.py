@@ -237,12 +237,16 @@ def _state_touch(state_id: str) -> None:
 
 
 def _runtime_clear(job_id: str) -> None:
-    """Stop a server left in the job's runtime directory (by this run or a dead worker) and remove it."""
+    """Stop a server left in the job's runtime directory (by this run or a dead worker) and remove
+    it; the whole job directory goes if the job was deleted meanwhile."""
     runtime = statefs.job_runtime_dir(job_id)
     if runtime.exists():
         postgres.stop(runtime, immediate=True)
         statefs.remove(runtime)
     postgres.log_path(runtime).unlink(missing_ok=True)
+    statefs.remove(runtime.with_name(runtime.name + ".partial"))
+    if not PrepareJob.objects.filter(job_id=job_id).exists():
+        statefs.remove(statefs.job_dir(job_id))
 
 
 def _instance_prepare(job: PrepareJob, plan: Plan, *, stop) -> dict:
