@@ -1,16 +1,12 @@
-import tempfile
-from pathlib import Path
-
 import pytest
 
-from tests.jobs.dbstates.helpers import servers_stop
+from tests.jobs.dbstates.helpers import servers_stop, short_state_store
 
 
 @pytest.fixture(scope="session")
 def state_store_root():
-    # Short: a server's Unix socket path (inside its data directory) must fit in 107 bytes.
-    with tempfile.TemporaryDirectory(prefix="sqlrs-", dir="/tmp") as root:
-        yield Path(root)
+    with short_state_store() as root:
+        yield root
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,9 @@
 
 import functools
 import json
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -39,6 +41,14 @@ def prepare(script_or_args, *, stdin=None, plan_only=False, image=IMAGE) -> Prep
     return services.prepare_job_submit(
         prepare_kind="psql", image_id=image, psql_args=args, stdin=stdin, plan_only=plan_only
     )
+
+
+@contextmanager
+def short_state_store():
+    """A state store of its own, removed after. Short: a server's Unix socket path (inside its
+    data directory) must fit in 107 bytes."""
+    with tempfile.TemporaryDirectory(prefix="sqlrs-", dir="/tmp") as root:
+        yield Path(root)
 
 
 def servers_stop() -> None:

@@ -1,0 +1,49 @@
+"""A prepare job's events stream follows the job: lines arrive as they are written (woken by
+NOTIFY), and the stream closes at the terminal status."""
+
+import json
+import threading
+import time
+
+from jobs.dbstates.models import PrepareEvent
+from tests.conftest import ALL_DATABASES_COMMITTED
+from tests.helpers import asgi_get
+from tests.jobs.dbstates.helpers import engine_worker, prepare, wait_terminal
+
+pytestmark = ALL_DATABASES_COMMITTED
+
+
+def test_the_stream_follows_a_running_job_to_its_end(api_token, settings):
+    settings.DL_EVENTS_RECHECK_SEC = 30  # only the NOTIFY can wake the stream in time
+    job = prepare(["-c", "SELECT pg_sleep(1)", "-c", "SELECT 'done' AS word"])
+    received = {}
+
+    def follow():
+        received["response"] = asgi_get(f"/sqlrs/v1/prepare-jobs/{job.job_id}/events", token=api_token)
+        received["at"] = time.monotonic()
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    with engine_worker():
+        ended = wait_terminal(job.job_id)
+        finished_at = time.monotonic()
+        reader.join(timeout=15)
+
+    status, headers, body = received["response"]
+    lines = [json.loads(line) for line in body.decode().splitlines()]
+    stored = PrepareEvent.objects.filter(job_id=job.job_id).count()
+    assert status == 200 and headers["Content-Type"] == "application/x-ndjson"
+    assert len(lines) == stored and lines[-1] == {**lines[-1], "type": "status", "status": ended.status}
+    assert any(line["type"] == "log" and "done" in line.get("message", "") for line in lines)
+    assert received["at"] - finished_at < 5
+
+
+def test_a_bounded_range_answers_that_part_of_the_stream(api_token):
+    job = prepare(["-c", "SELECT 1"])
+    with engine_worker():
+        wait_terminal(job.job_id)
+    status, headers, body = asgi_get(f"/sqlrs/v1/prepare-jobs/{job.job_id}/events", token=api_token, Range="events=1-2")
+    lines = [json.loads(line) for line in body.decode().splitlines()]
+    stored = list(PrepareEvent.objects.filter(job_id=job.job_id).order_by("seq"))
+    assert status == 206 and headers["Content-Range"] == f"events 1-2/{len(stored)}"
+    assert [line["type"] for line in lines] == [event.type for event in stored[1:3]]
