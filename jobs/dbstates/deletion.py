@@ -60,7 +60,8 @@ class DeleteResult:
         return {"dry_run": self.dry_run, "outcome": self.outcome, "root": self.root.as_dict()}
 
 
-def _connections(instance: Instance) -> int:
+def instance_connections(instance: Instance) -> int:
+    """Client sessions on the instance's server now (0 when it is not running)."""
     server = postgres.running(Path(instance.runtime_dir))
     if server is None:
         return 0
@@ -71,7 +72,7 @@ def _connections(instance: Instance) -> int:
 
 
 def _instance_node(instance: Instance, *, force: bool) -> Node:
-    connections = _connections(instance)
+    connections = instance_connections(instance)
     return Node(
         "instance",
         instance.instance_id,
