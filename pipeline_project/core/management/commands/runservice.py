@@ -14,9 +14,11 @@ import sys
 import tempfile
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs.dbstates.engine import engine_json_write
 from pipeline_project.settings import BASE_DIR
 
 STOP_TIMEOUT_SEC = 40  # the worker's shutdown timeout (30 s by default) and some
@@ -34,7 +36,14 @@ COMMANDS = {
 class Command(BaseCommand):
     help = "Run the web server and a job worker until Ctrl-C or SIGTERM (what `make run` does)."
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--write-engine-json",
+            metavar="PATH",
+            help="Write the database-state engine's discovery file for a sqlrs CLI there (endpoint, pid, token).",
+        )
+
+    def handle(self, *args, write_engine_json=None, **options):
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
@@ -49,6 +58,8 @@ class Command(BaseCommand):
                     name: subprocess.Popen(command, cwd=BASE_DIR, env=env, process_group=0)
                     for name, command in COMMANDS.items()
                 }
+                if write_engine_json:
+                    engine_json_write(path=Path(write_engine_json), endpoint=f"http://{bind}/sqlrs", pid=os.getpid())
                 while not stop.wait(0.2) and all(child.poll() is None for child in children.values()):
                     pass
                 crashed = [name for name, child in children.items() if child.poll() is not None]
