@@ -8,6 +8,7 @@ their ``min_retention_until``) are deleted until usage is under the low watermar
 """
 
 import shutil
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -15,10 +16,11 @@ from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from jobs.dbstates import deletion, images, planning, selectors, statefs
+from jobs.dbstates import deletion, images, planning, selectors, statefs, steps
 from jobs.dbstates.config import config_value, duration_seconds
 from jobs.dbstates.models import CacheEviction, JobStatus, PrepareTask, State
 from jobs.dbstates.services import prepare_request_check
+from pipeline_project.core.errors import InvalidInputError
 
 
 @dataclass
@@ -160,15 +162,21 @@ def cache_evict(*, trigger: str) -> dict:
 
 
 def prepare_explain(*, prepare_kind, image_id, psql_args=None, stdin=None, **lb) -> dict:
-    """The cache decision a prepare would meet, computed as the job computes it; nothing is written."""
+    """The cache decision a prepare would meet, computed as the job computes it; nothing is kept
+    (an lb plan asks Liquibase on a throw-away copy of the base)."""
     request = prepare_request_check(
         prepare_kind=prepare_kind, image_id=image_id, psql_args=psql_args, stdin=stdin, **lb
     )
     image = images.image_resolve(image_id)
-    links = planning.chain(request, resolved_image_id=image.resolved_id)
-    state_id = links[-1].output_state_id
+    try:
+        planned = steps.steps_plan(request, image, workspace=statefs.root() / "tmp" / uuid.uuid4().hex)
+    except steps.PlanFailed as exc:
+        raise InvalidInputError(str(exc), code="invalid_argument", details={"output": exc.details}) from None
+    hashes = [step.task_hash for step in planned]
+    state_id = planning.chain([s.step for s in planned], hashes, resolved_image_id=image.resolved_id)[
+        -1
+    ].output_state_id
     hit = State.objects.filter(state_id=state_id).exists()
-    hashes = [link.task_hash for link in links]
     return {
         "decision": "hit" if hit else "miss",
         "reason_code": "exact_state_match" if hit else "no_matching_state",

@@ -14,13 +14,14 @@ across processes; a builder that waited finds the state built and goes on.
 import logging
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from jobs.dbstates import cache, images, planning, postgres, services, statefs
+from jobs.dbstates import cache, images, liquibase, planning, postgres, services, statefs, steps
 from jobs.dbstates.models import Instance, JobStatus, PrepareJob, PrepareTask, State, TaskType
 from jobs.dbstates.services import PlannedTask, error_of
 from jobs.registry import JobContext
@@ -38,7 +39,8 @@ class StepFailed(Exception):
 @dataclass
 class Plan:
     image: images.Image
-    request: planning.PsqlRequest
+    request: object  # planning.PsqlRequest or liquibase.LiquibaseRequest
+    steps: list[steps.PlannedStep]
     tasks: list[PlannedTask]
 
 
@@ -57,7 +59,7 @@ def prepare_job_run(ctx: JobContext) -> dict:
             return {"status": JobStatus.SUCCEEDED}
         built = [
             _state_execute(job, plan, task, step, stop=stop)
-            for task, step in zip(plan.tasks[2:-1], plan.request.steps, strict=True)
+            for task, step in zip(plan.tasks[2:-1], plan.steps, strict=True)
         ]
         result = _instance_prepare(job, plan, stop=stop)
         services.job_finish(job_id=job_id, result=result)
@@ -84,11 +86,17 @@ def _plan(job: PrepareJob) -> Plan | None:
     """The job's plan: computed once and stored (a resumed job reads it back)."""
     try:
         image = images.image_resolve(job.image_id)
-        request = planning.psql_request_normalize(**job.request)
-        links = planning.chain(request, resolved_image_id=image.resolved_id)
+        request = steps.request_of(job.prepare_kind, job.request)
+        planned = steps.steps_plan(request, image, workspace=statefs.job_dir(job.job_id) / "plan")
     except ApplicationError as exc:
         services.job_finish(job_id=job.job_id, error=error_of(exc.code, exc.message))
         return None
+    except steps.PlanFailed as exc:
+        services.job_finish(job_id=job.job_id, error=error_of("plan_failed", str(exc), exc.details))
+        return None
+    links = planning.chain(
+        [p.step for p in planned], [p.task_hash for p in planned], resolved_image_id=image.resolved_id
+    )
     tasks = [
         PlannedTask("plan", TaskType.PLAN, {"planner_kind": job.prepare_kind}),
         PlannedTask(
@@ -97,7 +105,7 @@ def _plan(job: PrepareJob) -> Plan | None:
             {"image_id": job.image_id, "resolved_image_id": image.resolved_id},
         ),
     ]
-    for n, link in enumerate(links):
+    for n, (link, step) in enumerate(zip(links, planned, strict=True)):
         tasks.append(
             PlannedTask(
                 f"execute-{n}",
@@ -108,7 +116,8 @@ def _plan(job: PrepareJob) -> Plan | None:
                     "task_hash": link.task_hash,
                     "output_state_id": link.output_state_id,
                     "cached": State.objects.filter(state_id=link.output_state_id).exists(),
-                    "args_summary": planning.shlex.join(request.step_args(link.step)),
+                    "args_summary": step.summary,
+                    **_changeset_fields(step.step),
                 },
             )
         )
@@ -126,10 +135,16 @@ def _plan(job: PrepareJob) -> Plan | None:
             job_id=job.job_id, resolved_image_id=image.resolved_id, signature=signature, tasks=tasks
         )
         services.jobs_retention_apply(signature=signature)
-    return Plan(image=image, request=request, tasks=tasks)
+    return Plan(image=image, request=request, steps=planned, tasks=tasks)
 
 
-def _state_execute(job: PrepareJob, plan: Plan, task: PlannedTask, step: planning.Step, *, stop) -> bool:
+def _changeset_fields(step) -> dict:
+    if not isinstance(step, liquibase.Changeset):
+        return {}
+    return {"changeset_id": step.id, "changeset_author": step.author, "changeset_path": step.path}
+
+
+def _state_execute(job: PrepareJob, plan: Plan, task: PlannedTask, step: steps.PlannedStep, *, stop) -> bool:
     """Make the task's state (unless the cache has it); True if it was built here."""
     state_id = task.fields["output_state_id"]
     target = statefs.state_dir(plan.image.version, state_id)
@@ -163,26 +178,11 @@ def _state_invalidate(state_id: str, target) -> None:
 
 def _input_dir(image: images.Image, task: PlannedTask):
     if task.fields["input_kind"] == "image":
-        return base_ensure(image)
+        return steps.base_ensure(image)
     parent = statefs.state_dir(image.version, task.fields["input_id"])
     if not statefs.is_complete(parent, statefs.BUILD_MARKER):
         raise StepFailed("internal_error", f"input state {task.fields['input_id']} is missing or incomplete")
     return parent
-
-
-def base_ensure(image: images.Image):
-    """The image's initdb output, built once per image under its lock (``.init.ok`` last)."""
-    base = statefs.base_dir(image.version)
-
-    def ready() -> bool:
-        return statefs.is_complete(base, statefs.INIT_MARKER)
-
-    with statefs.build_lock(base, done=ready) as must_init:
-        if must_init:
-            statefs.remove(base)
-            postgres.init_base(image, base)
-            statefs.write_marker(base, statefs.INIT_MARKER)
-    return base
 
 
 def _state_build(job, plan: Plan, task: PlannedTask, step, *, source, target, stop) -> None:
@@ -193,11 +193,13 @@ def _state_build(job, plan: Plan, task: PlannedTask, step, *, source, target, st
     postgres.own(runtime)
     server = postgres.start(plan.image, runtime)
     clean = False
+    command = steps.step_command(plan.request, plan.image, step.step, server)
     try:
         code = postgres.run_lines(
-            [plan.image.program("psql"), *plan.request.step_args(step)],
-            env=postgres.client_env(server),
-            stdin=plan.request.stdin if step.kind == "stdin" else None,
+            command.args,
+            env=command.env,
+            stdin=command.stdin,
+            cwd=command.cwd,
             on_lines=lambda lines: services.job_log(job_id=job.job_id, task_id=task.task_id, lines=lines),
             stop=stop,
             on_quiet=lambda seconds: services.job_log(
@@ -208,7 +210,10 @@ def _state_build(job, plan: Plan, task: PlannedTask, step, *, source, target, st
         if code is None:
             raise statefs.Stopped("stopped while the step ran")
         if code != 0:
-            raise StepFailed("step_failed", f"psql exited with code {code} in {task.task_id}", "see the log events")
+            program = Path(command.args[0]).name
+            raise StepFailed(
+                "step_failed", f"{program} exited with code {code} in {task.task_id}", "see the log events"
+            )
         postgres.checkpoint(server)  # PrepareSnapshot: a clean, checkpointed stop
         clean = True
     finally:
@@ -237,14 +242,14 @@ def _state_touch(state_id: str) -> None:
 
 
 def _runtime_clear(job_id: str) -> None:
-    """Stop a server left in the job's runtime directory (by this run or a dead worker) and remove
-    it; the whole job directory goes if the job was deleted meanwhile."""
-    runtime = statefs.job_runtime_dir(job_id)
-    if runtime.exists():
-        postgres.stop(runtime, immediate=True)
-        statefs.remove(runtime)
-    postgres.log_path(runtime).unlink(missing_ok=True)
-    statefs.remove(runtime.with_name(runtime.name + ".partial"))
+    """Stop a server left in the job's runtime or planning directory (by this run or a dead
+    worker) and remove them; the whole job directory goes if the job was deleted meanwhile."""
+    for workspace in (statefs.job_runtime_dir(job_id), statefs.job_dir(job_id) / "plan"):
+        if workspace.exists():
+            postgres.stop(workspace, immediate=True)
+            statefs.remove(workspace)
+        postgres.log_path(workspace).unlink(missing_ok=True)
+        statefs.remove(workspace.with_name(workspace.name + ".partial"))
     if not PrepareJob.objects.filter(job_id=job_id).exists():
         statefs.remove(statefs.job_dir(job_id))
 

@@ -93,6 +93,9 @@ class PrepareTask(models.Model):
     cached = models.BooleanField(null=True, blank=True)
     instance_mode = models.CharField(max_length=16, blank=True, default="")
     args_summary = models.TextField(blank=True, default="")
+    changeset_id = models.TextField(blank=True, default="")  # lb steps: the changeset they apply
+    changeset_author = models.TextField(blank=True, default="")
+    changeset_path = models.TextField(blank=True, default="")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

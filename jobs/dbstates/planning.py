@@ -110,7 +110,7 @@ def psql_request_normalize(*, psql_args, stdin) -> PsqlRequest:
         elif value == "-":
             steps.append(Step("stdin", "-"))
         else:
-            steps.append(Step("file", _script_path(value)))
+            steps.append(Step("file", script_path(value)))
     _dedupe_on_error_stop(options)
     if not steps:
         raise invalid("psql_args have no script: give -f <absolute path>, -f - with stdin, or -c <sql>")
@@ -145,7 +145,7 @@ def _dedupe_on_error_stop(options: list[str]) -> None:
         i += 1
 
 
-def _script_path(value: str) -> str:
+def script_path(value: str) -> str:
     """An absolute path inside one of ``SQLRS_SCRIPT_ROOTS`` (symlinks resolved: no way out)."""
     path = Path(value)
     if not path.is_absolute():
@@ -204,17 +204,17 @@ def signature(*, task_hashes: list[str], resolved_image_id: str, plan_only: bool
 class Link:
     """One step of a plan's chain: its input, its task hash and the state it makes."""
 
-    step: Step
+    step: object  # a psql Step or a Liquibase Changeset
     input_kind: str
     input_id: str
     task_hash: str
     output_state_id: str
 
 
-def chain(request: PsqlRequest, *, resolved_image_id: str) -> list[Link]:
+def chain(steps: list, task_hashes: list[str], *, resolved_image_id: str) -> list[Link]:
+    """Each step's input and output state: the image for the first, the previous state after."""
     links, input_kind, input_id = [], "image", resolved_image_id
-    for step in request.steps:
-        hashed = task_hash(request, step)
+    for step, hashed in zip(steps, task_hashes, strict=True):
         output = state_id(input_kind=input_kind, input_id=input_id, task_hash=hashed)
         links.append(Link(step, input_kind, input_id, hashed, output))
         input_kind, input_id = "state", output

@@ -258,6 +258,7 @@ def run_lines(
     env: dict[str, str],
     stdin: str | None,
     on_lines: Callable[[list[str]], None],
+    cwd: str | None = None,
     stop: threading.Event,
     on_quiet: Callable[[float], None] | None = None,
     quiet_sec: float = 5.0,
@@ -272,6 +273,7 @@ def run_lines(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=env,
+        cwd=cwd,
     )
     lines: queue.Queue = queue.Queue()
 

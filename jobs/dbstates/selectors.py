@@ -129,6 +129,9 @@ def task_entry(task: PrepareTask) -> dict:
         "image_id",
         "resolved_image_id",
         "args_summary",
+        "changeset_id",
+        "changeset_author",
+        "changeset_path",
     ):
         if getattr(task, name):
             entry[name] = getattr(task, name)

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from jobs.dbstates import images, planning, statefs
+from jobs.dbstates import images, liquibase, planning, statefs
 from jobs.dbstates.models import EventType, JobStatus, PrepareEvent, PrepareJob, PrepareTask
 from jobs.services.operators import Selection, jobs_cancel
 from jobs.services.producers import JobSpec, job_enqueue
@@ -38,18 +38,26 @@ def error_of(code: str, message: str, details: str = "") -> dict:
     return {"code": code, "message": message, **({"details": details} if details else {})}
 
 
-def prepare_request_check(*, prepare_kind, image_id, psql_args=None, stdin=None, **lb) -> planning.PsqlRequest:
-    """A prepare request checked and normalized (what a job and a cache explanation start from)."""
-    if prepare_kind == "lb":
-        _liquibase_check()
-    if prepare_kind != "psql":
+def prepare_request_check(*, prepare_kind, image_id, psql_args=None, stdin=None, **lb):
+    """A prepare request checked and normalized (what a job and a cache explanation start from):
+    a PsqlRequest, or a LiquibaseRequest for ``lb``."""
+    if prepare_kind not in KINDS:
         raise InvalidInputError(f"prepare_kind must be one of {', '.join(KINDS)}", code="invalid_argument")
     if not isinstance(image_id, str) or not image_id.strip() or len(image_id) > 300:
         raise InvalidInputError("image_id is required (for example postgres:15)", code="invalid_argument")
+    if prepare_kind == "lb":
+        if psql_args is not None or stdin is not None:
+            raise InvalidInputError(
+                "an lb prepare takes liquibase_args, not psql_args or stdin", code="invalid_argument"
+            )
+        request = liquibase.liquibase_request_normalize(**lb)
+    else:
+        if lb:
+            raise InvalidInputError(f"a psql prepare does not take {', '.join(sorted(lb))}", code="invalid_argument")
+        request = planning.psql_request_normalize(psql_args=psql_args, stdin=stdin)
+        for step in request.steps:  # a missing or unreadable script is a 400 now, not a failed job later
+            planning.step_content_hash(step, stdin=request.stdin)
     images.image_resolve(image_id)  # an unknown image is a 400 listing the ones there are
-    request = planning.psql_request_normalize(psql_args=psql_args, stdin=stdin)
-    for step in request.steps:  # a missing or unreadable script is a 400 now, not a failed job later
-        planning.step_content_hash(step, stdin=request.stdin)
     return request
 
 
@@ -61,13 +69,14 @@ def prepare_job_submit(*, prepare_kind, image_id, psql_args=None, stdin=None, pl
     if not isinstance(plan_only, bool):
         raise InvalidInputError("plan_only must be a boolean", code="invalid_argument")
     job_id = uuid.uuid4().hex
+    stored = {"psql_args": psql_args, "stdin": stdin} if prepare_kind == "psql" else lb
     with transaction.atomic():
         job = PrepareJob.objects.create(
             job_id=job_id,
             prepare_kind=prepare_kind,
             image_id=image_id,
             plan_only=bool(plan_only),
-            request={"psql_args": psql_args, "stdin": stdin},
+            request=stored,
             prepare_args_normalized=request.normalized,
         )
         queued = job_enqueue(
@@ -84,15 +93,6 @@ def prepare_job_submit(*, prepare_kind, image_id, psql_args=None, stdin=None, pl
         _events_add(job_id, [Event(EventType.STATUS, status=JobStatus.QUEUED)])
     job.queue_job_id = queued.job_id
     return job
-
-
-def _liquibase_check() -> None:
-    if not settings.SQLRS_LIQUIBASE_EXEC:
-        raise InvalidInputError(
-            "Liquibase is not configured on this engine: set SQLRS_LIQUIBASE_EXEC to the liquibase executable",
-            code="invalid_argument",
-        )
-    raise InvalidInputError("lb prepare jobs are not supported by this engine yet", code="invalid_argument")
 
 
 def _events_add(job_id: str, events: list[Event]) -> None:

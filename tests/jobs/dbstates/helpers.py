@@ -2,6 +2,7 @@
 
 import functools
 import json
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -130,3 +131,11 @@ def conforms(route: str, method: str, status: int, content_type: str, body: byte
         errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(document)]
         assert not errors, f"{method.upper()} {route} {status}: {errors} in {document}"
     return documents if media == "application/x-ndjson" else documents[0]
+
+
+def fake_liquibase(directory) -> str:
+    """An executable that runs tests/jobs/dbstates/fake_liquibase.py with this interpreter."""
+    program = directory / "liquibase"
+    program.write_text(f'#!/bin/sh\nexec {sys.executable} {Path(__file__).with_name("fake_liquibase.py")} "$@"\n')
+    program.chmod(0o755)
+    return str(program)

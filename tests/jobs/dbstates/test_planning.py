@@ -27,17 +27,15 @@ def test_ids_follow_content_not_paths(tmp_path):
     (tmp_path / "two.sql").write_text("CREATE TABLE t (a int);")
     (tmp_path / "three.sql").write_text("CREATE TABLE t (b int);")
 
-    def chain(name):
+    def chain(name, image="postgres:15.1@sha256:ab"):
         request = planning.psql_request_normalize(psql_args=["-f", str(tmp_path / name)], stdin=None)
-        return planning.chain(request, resolved_image_id="postgres:15.1@sha256:ab")
+        hashes = [planning.task_hash(request, step) for step in request.steps]
+        return planning.chain(request.steps, hashes, resolved_image_id=image)
 
     assert chain("one.sql") == chain("one.sql")
     assert chain("one.sql")[0].output_state_id == chain("two.sql")[0].output_state_id
     assert chain("one.sql")[0].output_state_id != chain("three.sql")[0].output_state_id
-    other_image = planning.chain(
-        planning.psql_request_normalize(psql_args=["-f", str(tmp_path / "one.sql")], stdin=None),
-        resolved_image_id="postgres:16.1@sha256:cd",
-    )
+    other_image = chain("one.sql", image="postgres:16.1@sha256:cd")
     assert other_image[0].task_hash == chain("one.sql")[0].task_hash
     assert other_image[0].output_state_id != chain("one.sql")[0].output_state_id
 

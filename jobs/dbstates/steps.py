@@ -1,0 +1,110 @@
+"""A prepare's steps, whatever its kind: what they are (planning), and the command that runs one.
+
+psql: each ``-f``/``-c`` is a step, hashed from its content. lb: each pending changeset is a
+step; finding them takes a server, so planning copies the image's base into a workspace,
+asks Liquibase (``update-sql``) there, and throws the workspace away.
+"""
+
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs.dbstates import images, liquibase, planning, postgres, statefs
+
+PLAN_TIMEOUT_SEC = 600
+
+
+class PlanFailed(Exception):
+    def __init__(self, message: str, details: str = ""):
+        super().__init__(message)
+        self.details = details
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    step: object  # a planning.Step or a liquibase.Changeset
+    task_hash: str
+    summary: str  # the task's args_summary, and its state's prepare_args_normalized
+
+
+@dataclass(frozen=True)
+class Command:
+    args: list[str]
+    env: dict[str, str]
+    stdin: str | None
+    cwd: str | None
+
+
+def request_of(prepare_kind: str, stored: dict):
+    """The normalized request of a stored job (checked again: settings may have changed)."""
+    if prepare_kind == "lb":
+        return liquibase.liquibase_request_normalize(**stored)
+    return planning.psql_request_normalize(**stored)
+
+
+def steps_plan(request, image: images.Image, *, workspace: Path) -> list[PlannedStep]:
+    if isinstance(request, liquibase.LiquibaseRequest):
+        return [
+            PlannedStep(
+                changeset,
+                liquibase.task_hash(request, changeset),
+                f"{changeset.path}::{changeset.id}::{changeset.author}",
+            )
+            for changeset in _changesets(request, image, workspace=workspace)
+        ]
+    return [
+        PlannedStep(step, planning.task_hash(request, step), shlex.join(request.step_args(step)))
+        for step in request.steps
+    ]
+
+
+def _changesets(request: liquibase.LiquibaseRequest, image: images.Image, *, workspace: Path) -> list:
+    statefs.snapshot(base_ensure(image), workspace)
+    postgres.own(workspace)
+    try:
+        server = postgres.start(image, workspace)
+        try:
+            done = subprocess.run(
+                liquibase.plan_command(request, server.port),
+                env={**postgres.client_env(server), **request.env},
+                cwd=request.work_dir or "/",
+                capture_output=True,
+                text=True,
+                timeout=PLAN_TIMEOUT_SEC,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise PlanFailed(f"Liquibase could not plan: {exc}") from None
+        if done.returncode != 0:
+            raise PlanFailed(f"Liquibase update-sql exited with code {done.returncode}", done.stderr[-4000:])
+    finally:
+        postgres.stop(workspace, immediate=True)
+        statefs.remove(workspace)
+        postgres.log_path(workspace).unlink(missing_ok=True)
+    changesets = liquibase.changesets_parse(done.stdout)
+    if not changesets:
+        raise PlanFailed("the changelog has no pending changeset to apply")
+    return changesets
+
+
+def base_ensure(image: images.Image):
+    """The image's initdb output, built once per image under its lock (``.init.ok`` last)."""
+    base = statefs.base_dir(image.version)
+
+    def ready() -> bool:
+        return statefs.is_complete(base, statefs.INIT_MARKER)
+
+    with statefs.build_lock(base, done=ready) as must_init:
+        if must_init:
+            statefs.remove(base)
+            postgres.init_base(image, base)
+            statefs.write_marker(base, statefs.INIT_MARKER)
+    return base
+
+
+def step_command(request, image: images.Image, step, server: postgres.Server) -> Command:
+    env = postgres.client_env(server)
+    if isinstance(request, liquibase.LiquibaseRequest):
+        return Command(liquibase.step_command(request, server.port), {**env, **request.env}, None, request.work_dir)
+    stdin = request.stdin if step.kind == "stdin" else None
+    return Command([image.program("psql"), *request.step_args(step)], env, stdin, None)
