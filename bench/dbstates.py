@@ -32,6 +32,8 @@ under /tmp (a server's Unix socket path must stay short); drops and removes them
 
 import argparse
 import functools
+import importlib
+import importlib.util
 import os
 import statistics
 import subprocess
@@ -138,30 +140,30 @@ class Tracer:
 
 
 def trace_engine(tracer: Tracer) -> None:
-    from jobs.dbstates import cache, executor, job_handlers, postgres, services, statefs
-
-    for module, name, label in [
-        (job_handlers, "prepare_job_run", HANDLER),
-        (services, "job_start", "job_start"),
-        (executor, "_plan", "plan (resolve image, hash, store plan)"),
-        (executor, "_state_execute", "state_execute"),
-        (executor, "base_ensure", "base_ensure"),
-        (executor, "_runtime_clear", "runtime_clear"),
-        (statefs, "snapshot", "snapshot (cp -a)"),
-        (postgres, "own", "own (chown -R)"),
-        (postgres, "start", "server start"),
-        (postgres, "run_lines", "psql"),
-        (services, "job_log", "job_log (log events)"),
-        (postgres, "checkpoint", "CHECKPOINT"),
-        (postgres, "stop", "server stop"),
-        (statefs, "write_marker", "write_marker (syncfs)"),
-        (statefs, "size_bytes", "size_bytes"),
-        (executor, "instance_start", "instance_start"),
-        (services, "task_status_set", "task_status_set"),
-        (services, "job_finish", "job_finish"),
-        (cache, "cache_evict", "cache_evict (after job_finish, after a build)"),
-    ]:
-        tracer.wrap(module, name, label)
+    """Wrap the engine's steps by module and name (the executor looks them up at each call)."""
+    targets = [
+        ("job_handlers", "prepare_job_run", HANDLER),
+        ("services", "job_start", "job_start"),
+        ("executor", "_plan", "plan (resolve image, hash, store plan)"),
+        ("executor", "_state_execute", "state_execute"),
+        ("steps" if importlib.util.find_spec("jobs.dbstates.steps") else "executor", "base_ensure", "base_ensure"),
+        ("executor", "_runtime_clear", "runtime_clear"),
+        ("statefs", "snapshot", "snapshot (cp -a)"),
+        ("postgres", "own", "own (chown -R)"),
+        ("postgres", "start", "server start"),
+        ("postgres", "run_lines", "psql"),
+        ("services", "job_log", "job_log (log events)"),
+        ("postgres", "checkpoint", "CHECKPOINT"),
+        ("postgres", "stop", "server stop"),
+        ("statefs", "write_marker", "write_marker (syncfs)"),
+        ("statefs", "size_bytes", "size_bytes"),
+        ("executor", "instance_start", "instance_start"),
+        ("services", "task_status_set", "task_status_set"),
+        ("services", "job_finish", "job_finish"),
+        ("cache", "cache_evict", "cache_evict (after job_finish, after a build)"),
+    ]
+    for module, name, label in targets:
+        tracer.wrap(importlib.import_module(f"jobs.dbstates.{module}"), name, label)
 
 
 def span_tree(spans) -> dict[tuple[str, ...], float]:
