@@ -52,8 +52,8 @@ def jobs_list(*, job: str | None = None):
     return jobs
 
 
-def job_entry(job: PrepareJob) -> dict:
-    entry = {
+def _job_fields(job: PrepareJob) -> dict:
+    return {
         "job_id": job.job_id,
         "status": job.status,
         "prepare_kind": job.prepare_kind,
@@ -61,6 +61,10 @@ def job_entry(job: PrepareJob) -> dict:
         "plan_only": job.plan_only,
         **_timestamps(job, "created_at", "started_at", "finished_at"),
     }
+
+
+def job_entry(job: PrepareJob) -> dict:
+    entry = _job_fields(job)
     for name in ("resolved_image_id", "prepare_args_normalized", "signature"):
         if getattr(job, name):
             entry[name] = getattr(job, name)
@@ -69,13 +73,8 @@ def job_entry(job: PrepareJob) -> dict:
 
 def job_status(job: PrepareJob) -> dict:
     status = {
-        "job_id": job.job_id,
-        "status": job.status,
-        "prepare_kind": job.prepare_kind,
-        "image_id": job.image_id,
-        "plan_only": job.plan_only,
+        **_job_fields(job),
         "prepare_args_normalized": job.prepare_args_normalized,
-        **_timestamps(job, "created_at", "started_at", "finished_at"),
         "result": job.result,
         "error": job.error,
     }

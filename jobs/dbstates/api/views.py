@@ -72,6 +72,17 @@ class EngineView(APIView):
         return sqlrs_exception_handler
 
 
+class EntriesView(EngineView):
+    """A list: the selector's rows, filtered by the query parameters it names, as entries."""
+
+    filters: tuple[str, ...] = ()
+    rows = entry = None  # staticmethods: a selector's list and its entry shape
+
+    def get(self, request):
+        rows = self.rows(**{name: request.query_params.get(name) for name in self.filters})
+        return _entries(request, rows, self.entry)
+
+
 @extend_schema(exclude=True)
 class ConfigView(EngineView):
     post_permission = "change"
@@ -119,9 +130,8 @@ class CacheExplainView(EngineView):
 
 
 @extend_schema(exclude=True)
-class PrepareJobsView(EngineView):
-    def get(self, request):
-        return _entries(request, selectors.jobs_list(job=request.query_params.get("job")), selectors.job_entry)
+class PrepareJobsView(EntriesView):
+    filters, rows, entry = ("job",), staticmethod(selectors.jobs_list), staticmethod(selectors.job_entry)
 
     def post(self, request):
         job = services.prepare_job_submit(**_body(request, PREPARE_FIELDS))
@@ -163,21 +173,15 @@ class PrepareJobEventsView(EngineView):
 
 
 @extend_schema(exclude=True)
-class TasksView(EngineView):
-    def get(self, request):
-        return _entries(request, selectors.tasks_list(job=request.query_params.get("job")), selectors.task_entry)
+class TasksView(EntriesView):
+    filters, rows, entry = ("job",), staticmethod(selectors.tasks_list), staticmethod(selectors.task_entry)
 
 
 @extend_schema(exclude=True)
-class InstancesView(EngineView):
+class InstancesView(EntriesView):
     permission_model = Instance
-
-    def get(self, request):
-        query = request.query_params
-        instances = selectors.instances_list(
-            id_prefix=query.get("id_prefix"), state=query.get("state"), image=query.get("image")
-        )
-        return _entries(request, instances, selectors.instance_entry)
+    filters = ("id_prefix", "state", "image")
+    rows, entry = staticmethod(selectors.instances_list), staticmethod(selectors.instance_entry)
 
 
 @extend_schema(exclude=True)
@@ -200,13 +204,10 @@ class InstanceView(EngineView):
 
 
 @extend_schema(exclude=True)
-class NamesView(EngineView):
+class NamesView(EntriesView):
     permission_model = Instance
-
-    def get(self, request):
-        query = request.query_params
-        names = selectors.names_list(instance=query.get("instance"), state=query.get("state"), image=query.get("image"))
-        return _entries(request, names, selectors.name_entry)
+    filters = ("instance", "state", "image")
+    rows, entry = staticmethod(selectors.names_list), staticmethod(selectors.name_entry)
 
 
 @extend_schema(exclude=True)
@@ -228,15 +229,10 @@ class RunsView(EngineView):
 
 
 @extend_schema(exclude=True)
-class StatesView(EngineView):
+class StatesView(EntriesView):
     permission_model = State
-
-    def get(self, request):
-        query = request.query_params
-        states = selectors.states_list(
-            id_prefix=query.get("id_prefix"), kind=query.get("kind"), image=query.get("image")
-        )
-        return _entries(request, states, selectors.state_entry)
+    filters = ("id_prefix", "kind", "image")
+    rows, entry = staticmethod(selectors.states_list), staticmethod(selectors.state_entry)
 
 
 @extend_schema(exclude=True)
