@@ -94,6 +94,8 @@ def own(path: Path) -> None:
         mode = parent.stat().st_mode
         if not mode & stat.S_IXOTH:
             parent.chmod(mode | stat.S_IXOTH)
+    if path.stat().st_uid == pwd.getpwnam(user).pw_uid:
+        return  # a copy (cp -a, as root) of a directory the server user owns: its files are theirs too
     subprocess.run(["chown", "-R", f"{user}:", str(path)], check=True, capture_output=True)
 
 
