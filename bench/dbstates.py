@@ -41,7 +41,6 @@ under /tmp (a server's Unix socket path must stay short); drops and removes them
 import argparse
 import functools
 import importlib
-import importlib.util
 import os
 import statistics
 import subprocess
@@ -154,7 +153,7 @@ def trace_engine(tracer: Tracer) -> None:
         ("services", "job_start", "job_start"),
         ("executor", "_plan", "plan (resolve image, hash, store plan)"),
         ("executor", "_state_execute", "state_execute"),
-        ("steps" if importlib.util.find_spec("jobs.dbstates.steps") else "executor", "base_ensure", "base_ensure"),
+        ("steps", "base_ensure", "base_ensure"),
         ("executor", "_runtime_clear", "runtime_clear"),
         ("statefs", "snapshot", "snapshot (cp -a)"),
         ("postgres", "own", "own (chown -R)"),
@@ -163,7 +162,8 @@ def trace_engine(tracer: Tracer) -> None:
         ("services", "job_log", "job_log (log events)"),
         ("postgres", "checkpoint", "CHECKPOINT"),
         ("postgres", "stop", "server stop"),
-        ("statefs", "write_marker", "write_marker (syncfs)"),
+        ("statefs", "write_marker", "write_marker"),
+        ("statefs", "markers_make_durable", "markers_make_durable (syncfs, after job_finish)"),
         ("statefs", "size_bytes", "size_bytes"),
         ("executor", "instance_start", "instance_start"),
         ("services", "task_status_set", "task_status_set"),

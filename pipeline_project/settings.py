@@ -296,6 +296,7 @@ SQLRS_HEARTBEAT_SEC = env_number("SQLRS_HEARTBEAT_SEC", 5)  # a heartbeat log ev
 SQLRS_MAX_STDIN_BYTES = env_number("SQLRS_MAX_STDIN_BYTES", 4 * 1024 * 1024, int)
 SQLRS_MAX_SCRIPT_BYTES = env_number("SQLRS_MAX_SCRIPT_BYTES", 64 * 1024 * 1024, int)
 SQLRS_CACHE_EVICT_PERIOD_SEC = env_number("SQLRS_CACHE_EVICT_PERIOD_SEC", 60)  # also after every built state
+SQLRS_RECONCILE_PERIOD_SEC = env_number("SQLRS_RECONCILE_PERIOD_SEC", 30)  # prepare jobs whose queue job ended
 # `-f` scripts are read by the engine (as the service's user): only from inside these directories.
 SQLRS_SCRIPT_ROOTS = env_list("SQLRS_SCRIPT_ROOTS", f"{VAR_DIR / 'scripts'},/tmp")
 

@@ -63,7 +63,8 @@ def prepare_job_run(ctx: JobContext) -> dict:
         ]
         result = _instance_prepare(job, plan, stop=stop)
         services.job_finish(job_id=job_id, result=result)
-        if any(built):
+        if any(built):  # after the answer, off the client's path
+            statefs.markers_make_durable()
             cache.cache_evict(trigger="prepare")
         return {"status": JobStatus.SUCCEEDED, "instance_id": result["instance_id"]}
     except StepFailed as exc:
@@ -74,6 +75,10 @@ def prepare_job_run(ctx: JobContext) -> dict:
     except postgres.ServerError as exc:
         services.job_finish(job_id=job_id, error=error_of("runtime_error", str(exc)))
         return {"status": JobStatus.FAILED}
+    except Exception as exc:
+        if ctx.attempt >= ctx.job.max_attempts:  # no worker takes it again: it ends here
+            services.job_finish(job_id=job_id, error=error_of("internal_error", f"{type(exc).__name__}: {exc}"))
+        raise
     finally:
         _runtime_clear(job_id)
     if ctx.signals.canceled:

@@ -246,3 +246,18 @@ def jobs_retention_apply(*, signature: str) -> list[str]:
         for job_id in stale:
             statefs.remove(statefs.job_dir(job_id))
     return stale
+
+
+def prepare_jobs_reconcile() -> dict:
+    """End the prepare jobs whose queue job ended, or was deleted, without ending them (its
+    last worker died, or an operator canceled or deleted it in the jobs admin): failed."""
+    from jobs.models import FINISHED_STATUSES, Job
+
+    going = Job.objects.exclude(status__in=FINISHED_STATUSES).values("job_id")
+    stuck = PrepareJob.objects.exclude(status__in=(JobStatus.SUCCEEDED, JobStatus.FAILED)).exclude(
+        queue_job_id__in=going
+    )
+    ended = 0
+    for job_id in stuck.values_list("job_id", flat=True):
+        ended += job_finish(job_id=job_id, error=error_of("internal_error", "its queue job ended without finishing it"))
+    return {"ended": ended}

@@ -6,12 +6,16 @@
     <root>/instances/<instance_id>                      an instance's server
 
 A directory is complete only once its marker (``.init.ok`` for a base, ``.build.ok`` for a
-state) exists; the marker is written last, after the files are synced. Builders of one
+state) is valid; the marker is written last, and is valid for the boot it was written in until
+the file system has been synced (``markers_make_durable``), for good after. Builders of one
 target hold an exclusive ``flock`` on ``<target>.lock`` (released by the kernel if the
 builder dies); a waiting builder returns as soon as the marker appears.
 """
 
+import ctypes
 import fcntl
+import functools
+import json
 import os
 import shutil
 import subprocess
@@ -60,8 +64,8 @@ def instance_dir(instance_id: str) -> Path:
 
 
 def is_complete(directory: Path, marker: str) -> bool:
-    """Complete: the marker is there, the data directory has PG_VERSION and no server left a pid file."""
-    return (directory / marker).is_file() and (directory / "PG_VERSION").is_file() and not is_dirty(directory)
+    """Complete: a valid marker, PG_VERSION, and no pid file a server left."""
+    return _marker_valid(directory / marker) and (directory / "PG_VERSION").is_file() and not is_dirty(directory)
 
 
 def is_dirty(directory: Path) -> bool:
@@ -88,14 +92,61 @@ def snapshot(source: Path, target: Path) -> None:
     partial.rename(target)
 
 
-def write_marker(directory: Path, marker: str) -> None:
-    """Sync the directory's files, then write the marker: the marker is only ever seen after them."""
-    fd = os.open(directory, os.O_RDONLY)
+@functools.cache
+def boot_id() -> str:
     try:
-        os.syncfs(fd) if hasattr(os, "syncfs") else os.sync()
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""  # no way to tell boots apart: markers count only once durable
+
+
+def write_marker(directory: Path, marker: str) -> None:
+    """Mark a directory complete, not yet durable: its files may still be in the page cache only.
+    Such a marker is valid until the machine restarts (its boot id); ``markers_make_durable``
+    syncs the file system and makes it valid for good. So a build does not wait for the disk,
+    and a crash before the sync leaves a state that is rebuilt, never a torn one used."""
+    (directory / marker).write_text(json.dumps({"boot": boot_id(), "durable": False, "at": time.time()}))
+
+
+def _marker_valid(path: Path) -> bool:
+    try:
+        written = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(written, dict):
+        return False
+    return written.get("durable") is True or bool(written.get("boot")) and written.get("boot") == boot_id()
+
+
+def _syncfs(path: Path) -> None:
+    """syncfs(2): flush the one file system ``path`` is on (Python's os has only sync)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if ctypes.CDLL(None, use_errno=True).syncfs(fd) != 0:
+            raise OSError(ctypes.get_errno(), "syncfs failed", str(path))
     finally:
         os.close(fd)
-    (directory / marker).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+
+def markers_make_durable() -> int:
+    """Sync the store's file system once, then mark every complete-but-not-durable base and
+    state durable. Returns how many it marked."""
+    pending = []
+    for path in (*root().glob(f"engines/*/*/base/{INIT_MARKER}"), *root().glob(f"engines/*/*/states/*/{BUILD_MARKER}")):
+        try:
+            written = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(written, dict) and not written.get("durable") and written.get("boot") == boot_id():
+            pending.append((path, written))
+    if not pending:
+        return 0
+    _syncfs(root())
+    for path, written in pending:
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_text(json.dumps({**written, "durable": True}))
+        temporary.replace(path)
+    return len(pending)
 
 
 def remove(path: Path) -> None:

@@ -39,3 +39,18 @@ def test_unknown_job_is_not_found():
 
     with pytest.raises(NotFoundError):
         services.prepare_job_cancel(job_id="0" * 32)
+
+
+def test_a_job_whose_queue_job_ended_without_it_is_failed_by_reconciliation():
+    from jobs.models import Job
+
+    orphan = prepare(["-c", "SELECT 1"])
+    Job.objects.filter(job_id=orphan.queue_job_id).update(status="lost")
+    waiting = prepare(["-c", "SELECT 2"])
+
+    assert services.prepare_jobs_reconcile() == {"ended": 1}
+
+    orphan.refresh_from_db()
+    waiting.refresh_from_db()
+    assert orphan.status == "failed" and orphan.error["code"] == "internal_error"
+    assert waiting.status == "queued"
