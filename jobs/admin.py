@@ -5,23 +5,19 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.http import HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from jobs import dashboard, selectors, services
-from jobs.models import Job, JobEvent, PeriodicTask, Queue, Worker
-from pipeline_project.core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
+from jobs.job_page import elapsed, job_page
+from jobs.models import Job, PeriodicTask, Queue, Worker
+from jobs.templatetags.job_times import ago, duration
+from pipeline_project.core.admin import ReadOnlyAdminMixin
 from pipeline_project.core.errors import ApplicationError
-
-
-class JobEventInline(ReadOnlyTabularInline):
-    """The journal is append-only; services write it together with the job."""
-
-    model = JobEvent
-    fields = ["event_id", "ts", "kind", "payload"]
-    ordering = ["event_id"]
 
 
 @admin.register(Job)
@@ -32,18 +28,8 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     "select all" is used, in one statement each, after a page that says how many will change.
     """
 
-    list_display = [
-        "job_id",
-        "queue",
-        "task",
-        "status",
-        "attempts",
-        "lock_key",
-        "priority",
-        "available_at",
-        "created_at",
-        "finished_at",
-    ]
+    list_display = ["short_id", "task", "queue", "status_badge", "attempts", "created", "times", "error_line"]
+    list_display_links = ["short_id"]
     list_filter = ["status", "queue", "task"]
     search_fields = ["job_id", "idempotency_key", "lock_key"]
     search_help_text = (
@@ -52,13 +38,39 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     ordering = ["-job_id"]  # UUIDv7: newest first, read straight off the primary key
     list_per_page = 100
     show_full_result_count = False
-    inlines = [JobEventInline]
     actions = ["retry_jobs", "cancel_jobs", "delete_jobs"]
     change_list_template = "admin/jobs/job/change_list.html"
 
     @admin.display(description="attempt")
     def attempts(self, obj):
         return f"{obj.attempt}/{obj.max_attempts}"
+
+    @admin.display(description="job", ordering="job_id")
+    def short_id(self, obj):
+        # The end of the id: a UUIDv7 starts with its timestamp, the same for jobs made together.
+        return format_html('<span title="{}">…{}</span>', obj.job_id, str(obj.job_id)[-8:])
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        return format_html('<span class="status-badge s-{}">{}</span>', obj.status, obj.status)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj):
+        return format_html(
+            '<time datetime="{}" title="{}">{}</time>',
+            obj.created_at.isoformat(),
+            obj.created_at.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            ago(obj.created_at),
+        )
+
+    @admin.display(description="waited · ran")
+    def times(self, obj):
+        return f"{duration(elapsed(obj.created_at, obj.started_at))} · {duration(elapsed(obj.started_at, obj.finished_at))}"
+
+    @admin.display(description="error")
+    def error_line(self, obj):
+        first = (obj.error or "").split("\n", 1)[0]
+        return format_html('<span title="{}">{}</span>', first, first) if first else ""
 
     def has_remove_permission(self, request):
         """Deleting through the delete action (the admin's own delete stays off)."""
@@ -155,9 +167,67 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         )
         return None
 
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The job's page (not a form: jobs change through the buttons, which call services)."""
+        job = self.get_object(request, object_id)
+        if job is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if request.method != "GET" or not self.has_view_permission(request, job):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"{job.task} …{str(job.job_id)[-8:]}",
+            **job_page(job, user=request.user),
+        }
+        fragment = request.GET.get("fragment")
+        return TemplateResponse(
+            request, "admin/jobs/job/page_body.html" if fragment else "admin/jobs/job/page.html", context
+        )
+
+    def job_action_view(self, request, object_id, action):
+        """Retry, Cancel or Delete from the job's page: a POST (Delete asks on a page first)."""
+        job = self.get_object(request, object_id)
+        if job is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        allowed = {"retry": self.has_repair_permission, "cancel": self.has_repair_permission}
+        allowed["delete"] = self.has_remove_permission
+        if action not in allowed or not allowed[action](request):
+            raise PermissionDenied
+        if request.method != "POST":
+            if action != "delete":
+                return HttpResponseNotAllowed(["POST"])
+            context = {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": "Delete this job?",
+                "job": job,
+            }
+            return TemplateResponse(request, "admin/jobs/job/delete_confirmation.html", context)
+        selection = services.Selection.of_ids([job.job_id])
+        if action == "retry":
+            counts = services.jobs_retry(selection=selection, by=_user(request))
+            done = "put back in its queue" if counts.changed else f"not retried: it is {job.status}"
+        elif action == "cancel":
+            counts = services.jobs_cancel(selection=selection, by=_user(request))
+            done = "canceled" if counts.changed else ("asked to stop" if counts.requested else "already finished")
+        else:
+            counts = services.jobs_delete(selection=selection)
+            if counts.changed:
+                self.message_user(request, f"Job {job.job_id} deleted with its events.")
+                return redirect(reverse("admin:jobs_job_changelist"))
+            done = "not deleted: it is running"
+        self.message_user(
+            request,
+            f"Job {job.job_id}: {done}.",
+            messages.SUCCESS if counts.changed or counts.requested else messages.WARNING,
+        )
+        return redirect(reverse("admin:jobs_job_change", args=[job.job_id]))
+
     def get_urls(self):
         site = self.admin_site
         return [
+            path("<uuid:object_id>/act/<str:action>/", site.admin_view(self.job_action_view), name="jobs_job_act"),
             path("dashboard/", site.admin_view(self.dashboard_view), name="jobs_job_dashboard"),
             path(
                 "dashboard/queues/<path:queue>/<str:change>/",

@@ -49,6 +49,7 @@ from jobs.runtime.periodic import PeriodicRunner, registered_tasks
 from jobs.runtime.recorder import Recorder
 from pipeline_project.core.storable import json_problem, storable_text
 from pipeline_project.databases import is_transient_error
+from pipeline_project.logging import mask_secrets
 
 log = logging.getLogger("jobs.worker")
 
@@ -553,10 +554,11 @@ def _failure(job: services.ClaimedJob, exc: BaseException, *, kind: str, started
     return services.Outcome(
         lease=job.lease,
         kind=kind,
-        error=storable_text(f"{type(exc).__name__}: {_describe(exc)}")[:MAX_ERROR_CHARS],
+        # Secrets masked as the logs mask them: the job's page shows both to operators.
+        error=mask_secrets(storable_text(f"{type(exc).__name__}: {_describe(exc)}"))[:MAX_ERROR_CHARS],
         details={
             "exception_class": f"{type(exc).__module__}.{type(exc).__qualname__}",
-            "traceback": storable_text(_traceback(exc))[-MAX_TRACEBACK_CHARS:],
+            "traceback": mask_secrets(storable_text(_traceback(exc)))[-MAX_TRACEBACK_CHARS:],
         },
         duration_ms=(time.perf_counter() - started) * 1000,
         **fields,

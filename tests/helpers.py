@@ -48,3 +48,20 @@ def asgi_request(method: str, path: str, *, token: str | None, data=None, **head
         return response.status_code, dict(response.headers), body
 
     return async_to_sync(call)()
+
+
+def off_loop(fn, *args, **kwargs):
+    """``fn(...)`` in a thread of its own, its database connections closed after: for ORM work in
+    a test whose thread runs an event loop (Playwright's sync API), where Django refuses it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connections
+
+    def call():
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(call).result()

@@ -1,6 +1,7 @@
 """Task handlers for the jobs tests; runworker subprocesses load them with --handlers tests.jobs.handlers."""
 
 import sys
+import threading
 import time
 
 from jobs.registry import task
@@ -14,6 +15,21 @@ def echo(ctx):
 @task("test.fail", retry_backoff_sec=0.05)
 def fail(ctx):
     raise ValueError(f"boom on attempt {ctx.attempt}")
+
+
+@task("test.leaky", retry_backoff_sec=0.05)
+def leaky(ctx):
+    raise ConnectionError("cannot reach postgres://app:hunter2@db/prod with api_key=abc123")
+
+
+FIXED = threading.Event()  # test.until_fixed fails until a test sets it (workers in threads see it)
+
+
+@task("test.until_fixed", retry_backoff_sec=0.05)
+def until_fixed(ctx):
+    if not FIXED.is_set():
+        raise RuntimeError("still broken")
+    return {"fixed": True}
 
 
 @task("test.flaky", retry_backoff_sec=0.05)

@@ -136,21 +136,60 @@ def test_jobs_cannot_be_added_edited_or_deleted(admin_client, jobs):
     assert Job.objects.get(job_id=jobs["failed"].job_id).status == "failed"
 
 
-def test_detail_page_is_read_only_and_shows_the_events_in_order(admin_client, jobs):
+def test_the_job_page_shows_the_job_its_buttons_and_its_events(admin_client, jobs):
     failed = jobs["failed"]
     services.job_retry(job_id=failed.job_id, requested_by="someone")
-    events = list(JobEvent.objects.filter(job_id=failed.job_id).order_by("event_id"))
-    assert [event.kind for event in events] == ["queued", "requeue"]
+    Job.objects.filter(job_id=failed.job_id).update(status="failed", error="ValueError: boom")
 
     response = admin_client.get(f"{CHANGELIST}{failed.job_id}/change/")
 
     assert response.status_code == 200
     html = response.content.decode()
-    assert 'name="_save"' not in html
-    (inline,) = response.context["inline_admin_formsets"]
-    assert [form.original for form in inline] == events
+    assert 'name="_save"' not in html and "reports.build" in html
+    assert 'id="job-status" class="status-badge s-failed"' in html and "ValueError: boom" in html
+    assert ">Retry</button>" in html and ">Cancel</button>" not in html and ">Delete</a>" in html
+    assert [e["event"].kind for a in response.context["attempts"] for e in a["events"]] == ["queued", "requeue"]
     assert "retry_requested" in html and "someone" in html  # the requeue event's payload
-    assert 'name="events-0-kind"' not in html  # shown, not editable
+    assert '<ol class="breadcrumbs">' in html and f"reports.build …{str(failed.job_id)[-8:]}" in html
+
+
+def test_retry_cancel_and_delete_from_the_job_page(admin_client, jobs):
+    failed, queued = jobs["failed"], jobs["queued"]
+
+    retried = admin_client.post(f"{CHANGELIST}{failed.job_id}/act/retry/", follow=True)
+    canceled = admin_client.post(f"{CHANGELIST}{queued.job_id}/act/cancel/", follow=True)
+
+    assert Job.objects.get(job_id=failed.job_id).status == "queued"
+    assert "put back in its queue" in retried.content.decode()
+    assert Job.objects.get(job_id=queued.job_id).status == "canceled"
+    assert "canceled" in canceled.content.decode()
+
+    confirmation = admin_client.get(f"{CHANGELIST}{queued.job_id}/act/delete/")
+    assert "Yes, delete" in confirmation.content.decode() and Job.objects.filter(job_id=queued.job_id).exists()
+    deleted = admin_client.post(f"{CHANGELIST}{queued.job_id}/act/delete/")
+    assert deleted.status_code == 302 and not Job.objects.filter(job_id=queued.job_id).exists()
+    assert admin_client.get(f"{CHANGELIST}{failed.job_id}/act/retry/").status_code == 405
+
+
+def test_a_viewer_sees_no_buttons_and_a_forged_post_is_refused(viewer, jobs):
+    failed = jobs["failed"]
+
+    html = viewer.get(f"{CHANGELIST}{failed.job_id}/change/").content.decode()
+
+    assert ">Retry</button>" not in html and ">Delete</a>" not in html
+    for action in ("retry", "cancel", "delete"):
+        assert viewer.post(f"{CHANGELIST}{failed.job_id}/act/{action}/").status_code == 403
+    assert viewer.post(f"{CHANGELIST}{failed.job_id}/act/explode/").status_code == 403
+    assert Job.objects.get(job_id=failed.job_id).status == "failed"
+
+
+def test_a_live_job_page_serves_its_body_as_a_fragment(admin_client, jobs):
+    running = jobs["running"]
+
+    fragment = admin_client.get(f"{CHANGELIST}{running.job_id}/change/", {"fragment": "1"}).content.decode()
+
+    assert fragment.lstrip().startswith("<div data-live") and "<html" not in fragment
+    assert ">Cancel</button>" in fragment and ">Delete</a>" not in fragment  # a running job stays
 
 
 def test_search_with_a_nul_character_is_refused(admin_client, jobs):

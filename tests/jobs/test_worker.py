@@ -66,6 +66,18 @@ def test_failures_retry_with_backoff_then_fail_at_max_attempts():
     assert last.payload["exception_class"] == "builtins.ValueError" and "Traceback" in last.payload["traceback"]
 
 
+def test_errors_and_tracebacks_are_stored_with_secrets_masked():
+    enqueued = enqueue(task="test.leaky", max_attempts=1)
+
+    with running_worker():
+        failed = wait_for_status(enqueued.job_id, "failed")
+
+    payload = JobEvent.objects.get(job_id=enqueued.job_id, kind="failed").payload
+    assert failed.error == "ConnectionError: cannot reach postgres://app:***@db/prod with api_key=***"
+    assert "hunter2" not in payload["traceback"] and "abc123" not in payload["traceback"]
+    assert "Traceback" in payload["traceback"]
+
+
 def test_a_retry_can_succeed():
     enqueued = enqueue(task="test.flaky", args={"succeed_on": 3})
 

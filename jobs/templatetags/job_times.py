@@ -1,0 +1,40 @@
+"""Durations as people read them: 850 ms, 4.2 s, 3 min 5 s, 2 h 10 min; and "3 min ago"."""
+
+from datetime import datetime, timedelta
+
+from django import template
+from django.utils import timezone
+
+register = template.Library()
+
+
+@register.filter
+def duration(value: timedelta | None) -> str:
+    if value is None:
+        return "–"
+    seconds = max(value.total_seconds(), 0.0)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, seconds = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min"
+    return f"{hours // 24} d {hours % 24} h"
+
+
+@register.filter
+def ago(moment: datetime | None) -> str:
+    """How long ago, in its largest unit: "12 s ago", "3 min ago", "2 h ago", "5 d ago"."""
+    if moment is None:
+        return "–"
+    seconds = int((timezone.now() - moment).total_seconds())
+    if seconds < 0:
+        return "just now"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return f"{seconds} s ago"
