@@ -9,7 +9,7 @@ from django.http import HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from jobs import dashboard, selectors, services
@@ -272,7 +272,7 @@ class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Rows belong to runworker processes: they register, heartbeat and deregister themselves.
     A killed worker's row stays, marked dead, until the periodic task forgets it."""
 
-    list_display = ["hostname", "pid", "queue_concurrency", "running_jobs", "started_at", "last_seen", "alive"]
+    list_display = ["hostname", "pid", "queue_concurrency", "running", "started_at", "last_seen", "alive"]
     ordering = ["hostname", "pid"]
 
     def get_queryset(self, request):
@@ -287,9 +287,29 @@ class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def queue_concurrency(self, obj):
         return ", ".join(f"{queue} × {concurrency}" for queue, concurrency in obj.queues.items())
 
+    @admin.display(description="running jobs", ordering="running_jobs")
+    def running(self, obj):
+        """Links to the jobs it runs now: those whose latest pick was by this worker."""
+        name = f"{obj.hostname}:{obj.pid}:{str(obj.worker_id)[:8]}"  # as jobs.worker.worker_name writes it
+        jobs = Job.objects.filter(status="running", events__kind="picked", events__payload__worker=name).distinct()
+        links = [
+            format_html(
+                '<a href="{}" title="{}">{}</a>',
+                reverse("admin:jobs_job_change", args=[job_id]),
+                job_id,
+                f"…{str(job_id)[-8:]}",
+            )
+            for job_id in jobs.values_list("job_id", flat=True)[:10]
+        ]
+        if not links:
+            return str(obj.running_jobs)  # a count the worker reported, its jobs not found (yet)
+        return format_html_join(", ", "{}", ((link,) for link in links))
+
     @admin.display(description="last seen", ordering="heartbeat_at")
     def last_seen(self, obj):
-        return obj.heartbeat_at
+        return format_html(
+            '<time title="{}">{}</time>', obj.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S %Z"), ago(obj.heartbeat_at)
+        )
 
     @admin.display(boolean=True, description="alive", ordering="is_live")
     def alive(self, obj):

@@ -56,6 +56,7 @@ class PipelineTrackingAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             stages.append(
                 {
                     "slug": stage.slug,
+                    "column": stage.column,
                     "counts": counts,
                     "segments": [
                         {"status": status, "count": count, "percent": round(100 * count / total, 2)}

@@ -300,6 +300,15 @@ def test_worker_list_shows_which_workers_are_live(admin_client, workers):
     assert 'name="_save"' not in admin_client.get(f"{WORKERS}{workers['live']}/change/").content.decode()
 
 
+def test_worker_list_links_the_jobs_each_worker_runs(admin_client, workers):
+    enqueued = services.job_enqueue(spec=services.JobSpec(queue="default", task="t", lock_key="w"))
+    services.jobs_claim(queue="default", limit=1, worker_id=f"host-live:101:{str(workers['live'])[:8]}")
+
+    live_row = worker_row(admin_client.get(WORKERS).content.decode(), "host-live")
+
+    assert f'href="/admin/jobs/job/{enqueued.job_id}/change/"' in live_row
+
+
 # --- dashboard ------------------------------------------------------------------------
 
 

@@ -110,8 +110,17 @@ def test_summary_page_draws_a_chart(admin_client, rows):
         assert f'data-stage="{stage}"' in html
     assert 'aria-label="shard-worker: 0 new, 1 started, 1 done, 1 failed"' in html
     assert 'data-shard="0"' in html and 'data-shard="1"' in html
-    assert "total 2 · done 0 · failed 2" in html
+    assert "total 2</a> · done 0 · failed 2" in html
     assert "summary/" in admin_client.get(CHANGELIST).content.decode()  # linked from the list
+
+
+def test_every_summary_count_links_to_the_rows_behind_it(admin_client, rows):
+    html = admin_client.get(f"{CHANGELIST}summary/").content.decode()
+
+    link = f'href="{CHANGELIST}?shard_worker_status__exact=failed">failed 1</a>'
+    assert link in html
+    filtered = admin_client.get(f"{CHANGELIST}?shard_worker_status__exact=failed")
+    assert filtered.status_code == 200 and len(filtered.context["cl"].result_list) == 1
 
 
 def test_summary_page_requires_staff(client):
