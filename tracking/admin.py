@@ -3,9 +3,18 @@ from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from pipeline_project.core.admin import ReadOnlyAdminMixin
+from pipeline_project.core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from tracking import selectors, services
-from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage
+from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage, StageChange
+
+
+class StageHistoryInline(ReadOnlyTabularInline):
+    """Each stage status the row was given, in order (a trigger records them)."""
+
+    model = StageChange
+    fields = ["changed_at", "stage", "status"]
+    ordering = ["id"]
+    verbose_name_plural = "stage history"
 
 
 def _retry_action(stage: Stage):
@@ -33,6 +42,7 @@ class PipelineTrackingAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_per_page = 100
     show_full_result_count = False
     actions = [_retry_action(stage) for stage in QUEUE_STAGES.values()]
+    inlines = [StageHistoryInline]
     change_list_template = "admin/tracking/pipelinetracking/change_list.html"
 
     def get_search_results(self, request, queryset, search_term):

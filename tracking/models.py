@@ -1,5 +1,6 @@
 from dataclasses import dataclass
 
+import pgtrigger
 from django.db import models
 from django.db.models.functions import Now
 
@@ -67,6 +68,21 @@ def _ready_notify_sql(compare_with_old: bool) -> str:
     )
 
 
+STAGE_HISTORY_TABLE = "pipeline_tracking_history"
+
+
+def _stage_history_sql() -> str:
+    """Statement-level AFTER UPDATE trigger body: one history row per stage status a statement
+    changed. (Not on INSERT: registration is the API's busiest write, and a row's first
+    statuses are those it was created with, at ``created_at``.)"""
+    changes = [
+        f"SELECT n.id, '{stage.slug}', n.{stage.column} FROM new_values n JOIN old_values o ON o.id = n.id"
+        f" WHERE n.{stage.column} IS DISTINCT FROM o.{stage.column}"
+        for stage in STAGES.values()
+    ]
+    return f"INSERT INTO {STAGE_HISTORY_TABLE} (row_id, stage, status) {' UNION ALL '.join(changes)}; RETURN NULL;"
+
+
 def _status_field():
     return models.CharField(max_length=8, choices=Status, default=Status.NEW, db_default=Status.NEW)
 
@@ -109,7 +125,34 @@ class PipelineTracking(models.Model):
             # Admin search by filename prefix.
             models.Index(fields=["filename"], opclasses=["varchar_pattern_ops"], name="ix_tracking_filename_prefix"),
         ]
-        triggers = statement_notify_triggers(name="notify_ready", body=_ready_notify_sql)
+        triggers = [
+            *statement_notify_triggers(name="notify_ready", body=_ready_notify_sql),
+            pgtrigger.Composer(
+                name="stage_history_upd",
+                level=pgtrigger.Statement,
+                when=pgtrigger.After,
+                operation=pgtrigger.Update,
+                func=_stage_history_sql(),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.filename}#{self.shard}"
+
+
+class StageChange(models.Model):
+    """A row's stage status as a statement set it: the row's stage history (trigger-written)."""
+
+    id = models.BigAutoField(primary_key=True)
+    row = models.ForeignKey(PipelineTracking, on_delete=models.DB_CASCADE, related_name="stage_changes")
+    stage = models.CharField(max_length=32)
+    status = models.CharField(max_length=8, choices=Status)
+    changed_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = STAGE_HISTORY_TABLE
+        ordering = ["id"]
+        indexes = [models.Index(fields=["row", "id"], name="ix_tracking_history_row")]
+
+    def __str__(self) -> str:
+        return f"{self.stage} {self.status}"

@@ -113,3 +113,46 @@ def test_the_list_shows_twenty_jobs_a_line_each_at_1400_px(live_server, page):
     if os.environ.get("UPDATE_SCREENSHOTS"):
         page.goto(f"{live_server.url}/admin/jobs/job/dashboard/")
         page.screenshot(path=str(SCREENSHOT.with_name("jobs-dashboard.png")), full_page=True)
+
+
+def test_the_retry_button_is_reached_and_pressed_with_the_keyboard(live_server, page):
+    failed = off_loop(enqueue, task="test.until_fixed", max_attempts=1)
+    wait_for(lambda: status_of(failed.job_id) == "failed", timeout=20, what="the job to fail")
+    handlers.FIXED.set()
+    page.goto(job_url(live_server, failed.job_id))
+
+    for _ in range(80):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.textContent.trim()") == "Retry":
+            break
+    else:
+        raise AssertionError("Tab never reached the Retry button")
+    page.keyboard.press("Enter")
+
+    page.locator("#job-status").filter(has_text="succeeded").wait_for(timeout=20_000)
+
+
+def test_without_javascript_the_page_and_its_buttons_still_work(live_server, operator, worker):
+    from playwright.sync_api import sync_playwright
+
+    failed = enqueue(task="test.until_fixed", max_attempts=1)
+    wait_for(lambda: job(failed.job_id).status == "failed", timeout=20, what="the job to fail")
+    handlers.FIXED.set()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            tab = browser.new_context(java_script_enabled=False, viewport={"width": 1400, "height": 900}).new_page()
+            tab.goto(f"{live_server.url}/admin/login/")
+            tab.fill("#id_username", "operator")
+            tab.fill("#id_password", "secret-pw")
+            tab.click("input[type=submit]")
+            tab.goto(job_url(live_server, failed.job_id))
+            assert "RuntimeError: still broken" in tab.locator("#job-errors").inner_text()
+            tab.get_by_role("button", name="Retry").click()
+            tab.wait_for_load_state()
+            assert "put back in its queue" in tab.locator(".messagelist").inner_text()
+            wait_for(lambda: status_of(failed.job_id) == "succeeded", timeout=20, what="the retried job to succeed")
+            tab.reload()  # no live refresh without JavaScript: a reload shows the end
+            assert tab.locator("#job-status").inner_text() == "succeeded"
+        finally:
+            browser.close()

@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
 from tests.conftest import ALL_DATABASES
-from tracking.models import PipelineTracking
+from tracking.models import PipelineTracking, StageChange
 
 pytestmark = ALL_DATABASES
 
@@ -112,6 +112,17 @@ def test_summary_page_draws_a_chart(admin_client, rows):
     assert 'data-shard="0"' in html and 'data-shard="1"' in html
     assert "total 2</a> · done 0 · failed 2" in html
     assert "summary/" in admin_client.get(CHANGELIST).content.decode()  # linked from the list
+
+
+def test_a_row_page_shows_its_stage_history(admin_client, rows):
+    row = rows["failed_worker"]
+    PipelineTracking.objects.filter(pk=row.pk).update(shard_worker_status="new")
+
+    html = admin_client.get(f"{CHANGELIST}{row.pk}/change/").content.decode()
+
+    assert "Stage history" in html
+    changes = list(StageChange.objects.filter(row=row).values_list("stage", "status"))
+    assert changes == [("shard-worker", "new")] and "shard-worker" in html
 
 
 def test_every_summary_count_links_to_the_rows_behind_it(admin_client, rows):

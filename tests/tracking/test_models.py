@@ -1,11 +1,12 @@
-"""The ready-for-stage NOTIFY trigger, observed from a second connection."""
+"""The tracking table's statement triggers: ready-for-stage NOTIFY (observed from a second
+connection) and the stage history."""
 
 import pytest
 
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import listening
 from tracking import services
-from tracking.models import QUEUE_STAGES, READY_CHANNEL, PipelineTracking
+from tracking.models import QUEUE_STAGES, READY_CHANNEL, PipelineTracking, StageChange
 
 pytestmark = ALL_DATABASES_COMMITTED
 
@@ -58,3 +59,29 @@ def test_inserting_ready_rows_notifies(listener):
     )
 
     assert listener() == ["shard-splitter"]
+
+
+def history(filename: str, shard: int) -> list[tuple[str, str]]:
+    return list(
+        StageChange.objects.filter(row__filename=filename, row__shard=shard)
+        .order_by("id")
+        .values_list("stage", "status")
+    )
+
+
+def test_every_status_a_statement_sets_is_recorded_in_order():
+    services.file_register(filename="f", shards=[0, 1])
+    services.event_ingest_mark_done(filename="f")
+    splitter = QUEUE_STAGES["shard-splitter"]
+    services.queue_claim(stage=splitter, limit=1)  # shard 0 started
+    services.stage_transition(stage=splitter, transition="fail", filename="f", shard=0)
+    services.stage_transition(stage=splitter, transition="retry", filename="f", shard=0)
+
+    assert history("f", 0) == [  # registered with event-ingest started: the row's created_at
+        ("event-ingest", "done"),
+        ("shard-splitter", "started"),
+        ("shard-splitter", "failed"),
+        ("shard-splitter", "new"),
+    ]
+    assert history("f", 1) == [("event-ingest", "done")]
+    assert all(change.changed_at for change in StageChange.objects.all())
