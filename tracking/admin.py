@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.template.response import TemplateResponse
 from django.urls import path
 
@@ -30,12 +31,30 @@ def _retry_action(stage: Stage):
     return admin.action(description=f"Retry {stage.slug} (failed rows only)", permissions=["repair"])(retry)
 
 
+class FailedAnywhereFilter(admin.SimpleListFilter):
+    """Rows failed at any stage (what the summary's per-shard "failed" counts)."""
+
+    title = "failed at any stage"
+    parameter_name = "failed_anywhere"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Yes")]
+
+    def queryset(self, request, queryset):
+        if self.value() != "yes":
+            return queryset
+        failed = Q()
+        for stage in STAGES.values():
+            failed |= Q(**{stage.column: "failed"})
+        return queryset.filter(failed)
+
+
 @admin.register(PipelineTracking)
 class PipelineTrackingAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Rows are created and moved by daemons; the admin only repairs, through actions."""
 
     list_display = ["filename", "shard", *selectors.STATUS_COLUMNS, "created_at", "updated_at"]
-    list_filter = [*selectors.STATUS_COLUMNS, "shard"]
+    list_filter = [*selectors.STATUS_COLUMNS, FailedAnywhereFilter, "shard"]
     search_fields = ["filename"]
     search_help_text = "Filename prefix"
     ordering = ["-id"]

@@ -110,7 +110,7 @@ def test_summary_page_draws_a_chart(admin_client, rows):
         assert f'data-stage="{stage}"' in html
     assert 'aria-label="shard-worker: 0 new, 1 started, 1 done, 1 failed"' in html
     assert 'data-shard="0"' in html and 'data-shard="1"' in html
-    assert "total 2</a> · done 0 · failed 2" in html
+    assert "total 2</a> · " in html and "done 0</a> · " in html and "failed 2</a>" in html
     assert "summary/" in admin_client.get(CHANGELIST).content.decode()  # linked from the list
 
 
@@ -132,6 +132,9 @@ def test_every_summary_count_links_to_the_rows_behind_it(admin_client, rows):
     assert link in html
     filtered = admin_client.get(f"{CHANGELIST}?shard_worker_status__exact=failed")
     assert filtered.status_code == 200 and len(filtered.context["cl"].result_list) == 1
+    assert f'href="{CHANGELIST}?shard=0&amp;failed_anywhere=yes">failed' in html
+    failed_anywhere = admin_client.get(f"{CHANGELIST}?failed_anywhere=yes").context["cl"].result_list
+    assert {row.pk for row in failed_anywhere} == {rows["failed_worker"].pk, rows["failed_sender"].pk}
 
 
 def test_summary_page_requires_staff(client):
