@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
-from pipeline_project.core.triggers import statement_notify_triggers
+from pipeline_project.core.triggers import statement_notify_triggers, statement_trigger
 
 DL_STATUS_TYPE = "dl_status"
 NOTIFY_CHANNEL = "dl_jobs"
@@ -241,13 +241,7 @@ class JobEvent(models.Model):
             BrinIndex(fields=["ts"], name="ix_dl_job_events_ts_brin"),
         ]
         triggers = [
-            pgtrigger.Composer(
-                name="dl_job_events_notify",
-                level=pgtrigger.Statement,
-                when=pgtrigger.After,
-                operation=pgtrigger.Insert,
-                func=_notify_events_sql(),
-            )
+            statement_trigger(name="dl_job_events_notify", operation=pgtrigger.Insert, func=_notify_events_sql())
         ]
 
     def __str__(self) -> str:

@@ -1,7 +1,11 @@
-"""Small helpers shared by tests that watch other threads or processes."""
+"""Small helpers shared by tests that watch other threads or processes, or drive a browser."""
 
+import shutil
 import socket
 import time
+from pathlib import Path
+
+import pytest
 
 
 def wait_for(condition, *, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
@@ -65,3 +69,23 @@ def off_loop(fn, *args, **kwargs):
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(call).result()
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
+
+
+def launch_chromium(playwright):
+    """Debian's headless Chromium, driven by Playwright."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+
+
+def logged_in_page(browser, base_url: str, *, username: str, password: str, next_path: str = "", **context):
+    """A new page at 1400×900 (``context`` may change it: color_scheme, java_script_enabled, ...),
+    logged in through the admin's login form."""
+    page = browser.new_context(**{"viewport": {"width": 1400, "height": 900}, **context}).new_page()
+    page.goto(f"{base_url}/admin/login/{f'?next={next_path}' if next_path else ''}")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+    return page

@@ -4,7 +4,7 @@ import pgtrigger
 from django.db import models
 from django.db.models.functions import Now
 
-from pipeline_project.core.triggers import statement_notify_triggers
+from pipeline_project.core.triggers import statement_notify_triggers, statement_trigger
 
 
 class Status(models.TextChoices):
@@ -127,13 +127,7 @@ class PipelineTracking(models.Model):
         ]
         triggers = [
             *statement_notify_triggers(name="notify_ready", body=_ready_notify_sql),
-            pgtrigger.Composer(
-                name="stage_history_upd",
-                level=pgtrigger.Statement,
-                when=pgtrigger.After,
-                operation=pgtrigger.Update,
-                func=_stage_history_sql(),
-            ),
+            statement_trigger(name="stage_history_upd", operation=pgtrigger.Update, func=_stage_history_sql()),
         ]
 
     def __str__(self) -> str:

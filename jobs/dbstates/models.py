@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models.functions import Now
 
 from pipeline_project.core.constraints import one_of
+from pipeline_project.core.triggers import statement_trigger
 
 EVENTS_CHANNEL = "sqlrs_events"  # payload: ids of prepare jobs with new events, comma-separated
 
@@ -136,13 +137,7 @@ class PrepareEvent(models.Model):
             one_of("type", EventType, "sqlrs_events"),
         ]
         triggers = [
-            pgtrigger.Composer(
-                name="sqlrs_events_notify",
-                level=pgtrigger.Statement,
-                when=pgtrigger.After,
-                operation=pgtrigger.Insert,
-                func=_notify_events_sql(),
-            )
+            statement_trigger(name="sqlrs_events_notify", operation=pgtrigger.Insert, func=_notify_events_sql())
         ]
 
     def __str__(self) -> str:

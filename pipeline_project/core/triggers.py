@@ -11,6 +11,14 @@ from collections.abc import Callable
 import pgtrigger
 
 
+def statement_trigger(*, name: str, operation, func: str) -> pgtrigger.Composer:
+    """An AFTER ``operation`` statement-level trigger running ``func`` (PL/pgSQL reading
+    ``new_values``, and ``old_values`` for an UPDATE)."""
+    return pgtrigger.Composer(
+        name=name, level=pgtrigger.Statement, when=pgtrigger.After, operation=operation, func=func
+    )
+
+
 def statement_notify_triggers(*, name: str, body: Callable[[bool], str]) -> list[pgtrigger.Composer]:
     """AFTER INSERT (``<name>_ins``) and AFTER UPDATE (``<name>_upd``) statement triggers.
 
@@ -18,12 +26,6 @@ def statement_notify_triggers(*, name: str, body: Callable[[bool], str]) -> list
     ``old_values`` only when ``compare_with_old`` is true (the UPDATE trigger).
     """
     return [
-        pgtrigger.Composer(
-            name=f"{name}_{suffix}",
-            level=pgtrigger.Statement,
-            when=pgtrigger.After,
-            operation=operation,
-            func=body(operation == pgtrigger.Update),
-        )
+        statement_trigger(name=f"{name}_{suffix}", operation=operation, func=body(operation == pgtrigger.Update))
         for suffix, operation in (("ins", pgtrigger.Insert), ("upd", pgtrigger.Update))
     ]

@@ -1,23 +1,17 @@
 """Every admin and /pipeline page people work in, checked by axe-core in headless Chromium, in
 the light and the dark theme: no serious or critical violation."""
 
-import shutil
-from pathlib import Path
-
 import pytest
 from django.contrib.auth.models import User
 
 from ingestion.models import IngestionRun, Source
 from jobs import services
 from tests.conftest import ALL_DATABASES_COMMITTED
+from tests.helpers import launch_chromium, logged_in_page, needs_chromium
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 BLOCKING = ("serious", "critical")
 
-pytestmark = [
-    ALL_DATABASES_COMMITTED,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium"),
-]
+pytestmark = [ALL_DATABASES_COMMITTED, needs_chromium]
 
 
 @pytest.fixture
@@ -55,13 +49,11 @@ def test_no_page_has_a_serious_accessibility_violation(live_server, pages, theme
 
     found = {}
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = launch_chromium(playwright)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900}, color_scheme=theme)
-            page.goto(f"{live_server.url}/admin/login/")
-            page.fill("#id_username", "operator")
-            page.fill("#id_password", "secret-pw")
-            page.click("input[type=submit]")
+            page = logged_in_page(
+                browser, live_server.url, username="operator", password="secret-pw", color_scheme=theme
+            )
             for path in pages:
                 page.goto(f"{live_server.url}{path}")
                 results = Axe().run(page)

@@ -12,15 +12,15 @@ import ingestion.job_handlers  # noqa: F401  (registers the tasks and the settle
 from ingestion.models import Source
 from jobs.worker import WorkerConfig
 from tests.conftest import ALL_DATABASES_COMMITTED
+from tests.helpers import launch_chromium, logged_in_page, needs_chromium
 from tests.ingestion import site as website
 from tests.jobs.helpers import FAST, worker_in_thread
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "pipeline-run.png"
 
 pytestmark = [
     ALL_DATABASES_COMMITTED,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium"),
+    needs_chromium,
     pytest.mark.skipif(not shutil.which("tesseract"), reason="needs tesseract-ocr"),
 ]
 
@@ -48,7 +48,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        launched = launch_chromium(playwright)
         try:
             yield launched
         finally:
@@ -56,11 +56,7 @@ def browser():
 
 
 def test_run_watch_see_problems_retry_and_complete(live_server, site, worker, browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.goto(f"{live_server.url}/admin/login/?next=/pipeline/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "secret-pw")
-    page.click("input[type=submit]")
+    page = logged_in_page(browser, live_server.url, username="operator", password="secret-pw", next_path="/pipeline/")
     page.get_by_role("button", name="Run City hall").click()
     page.wait_for_url("**/pipeline/runs/*/")
     page.evaluate("window.notReloaded = true")

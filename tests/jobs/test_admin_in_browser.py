@@ -2,7 +2,6 @@
 Cancel a running one from its page."""
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,17 +10,13 @@ from django.contrib.auth.models import User
 import tests.jobs.handlers as handlers
 from jobs.worker import WorkerConfig
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.helpers import off_loop, wait_for
+from tests.helpers import launch_chromium, logged_in_page, needs_chromium, off_loop, wait_for
 from tests.jobs.conftest import enqueue, job
 from tests.jobs.helpers import FAST, worker_in_thread
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "job-page.png"
 
-pytestmark = [
-    ALL_DATABASES_COMMITTED,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium"),
-]
+pytestmark = [ALL_DATABASES_COMMITTED, needs_chromium]
 
 
 @pytest.fixture
@@ -42,14 +37,9 @@ def page(live_server, operator, worker):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = launch_chromium(playwright)
         try:
-            tab = browser.new_page(viewport={"width": 1400, "height": 900})
-            tab.goto(f"{live_server.url}/admin/login/")
-            tab.fill("#id_username", "operator")
-            tab.fill("#id_password", "secret-pw")
-            tab.click("input[type=submit]")
-            yield tab
+            yield logged_in_page(browser, live_server.url, username="operator", password="secret-pw")
         finally:
             browser.close()
 
@@ -139,13 +129,11 @@ def test_without_javascript_the_page_and_its_buttons_still_work(live_server, ope
     wait_for(lambda: job(failed.job_id).status == "failed", timeout=20, what="the job to fail")
     handlers.FIXED.set()
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = launch_chromium(playwright)
         try:
-            tab = browser.new_context(java_script_enabled=False, viewport={"width": 1400, "height": 900}).new_page()
-            tab.goto(f"{live_server.url}/admin/login/")
-            tab.fill("#id_username", "operator")
-            tab.fill("#id_password", "secret-pw")
-            tab.click("input[type=submit]")
+            tab = logged_in_page(
+                browser, live_server.url, username="operator", password="secret-pw", java_script_enabled=False
+            )
             tab.goto(job_url(live_server, failed.job_id))
             assert "RuntimeError: still broken" in tab.locator("#job-errors").inner_text()
             tab.get_by_role("button", name="Retry").click()
