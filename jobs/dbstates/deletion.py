@@ -13,7 +13,7 @@ import psycopg
 from django.db import transaction
 
 from jobs.dbstates import postgres, selectors, statefs
-from jobs.dbstates.models import Instance, JobStatus, PrepareJob, PrepareTask, State
+from jobs.dbstates.models import Instance, PrepareJob, State
 from jobs.services.operators import Selection, jobs_cancel
 
 ACTIVE_CONNECTIONS = "active_connections"
@@ -85,12 +85,9 @@ def _instance_node(instance: Instance, *, force: bool) -> Node:
 
 def _state_node(state: State, *, recurse: bool, force: bool) -> Node:
     node = Node("state", state.state_id, row=state)
-    building = PrepareTask.objects.filter(status=JobStatus.RUNNING).filter(
-        output_state_id=state.state_id
-    ) | PrepareTask.objects.filter(status=JobStatus.RUNNING, input_kind="state", input_id=state.state_id)
     children = list(State.objects.select_for_update().filter(parent=state).order_by("created_at"))
     instances = list(Instance.objects.select_for_update().filter(state=state).order_by("created_at"))
-    if building.exists():
+    if selectors.running_tasks_on(state.state_id).exists():
         node.blocked = ACTIVE_TASKS
     if not recurse:
         if children or instances:

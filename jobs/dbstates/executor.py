@@ -176,8 +176,7 @@ def _state_invalidate(state_id: str, target) -> None:
     row without files): its files and row go before it is built again."""
     if target.exists():
         log.warning("state %s is dirty or incomplete: rebuilding it", state_id)
-        postgres.stop(target, immediate=True)
-        statefs.remove(target)
+        postgres.discard(target)
     State.objects.filter(state_id=state_id, children__isnull=True, instances__isnull=True).delete()
 
 
@@ -250,10 +249,7 @@ def _runtime_clear(job_id: str) -> None:
     """Stop a server left in the job's runtime or planning directory (by this run or a dead
     worker) and remove them; the whole job directory goes if the job was deleted meanwhile."""
     for workspace in (statefs.job_runtime_dir(job_id), statefs.job_dir(job_id) / "plan"):
-        if workspace.exists():
-            postgres.stop(workspace, immediate=True)
-            statefs.remove(workspace)
-        postgres.log_path(workspace).unlink(missing_ok=True)
+        postgres.discard(workspace)
         statefs.remove(workspace.with_name(workspace.name + ".partial"))
     if not PrepareJob.objects.filter(job_id=job_id).exists():
         statefs.remove(statefs.job_dir(job_id))
@@ -294,7 +290,5 @@ def instance_start(*, image: images.Image, state_id: str, job_id: str | None) ->
                 runtime_dir=str(data_dir),
             )
     except BaseException:
-        postgres.stop(data_dir, immediate=True)
-        statefs.remove(data_dir)
-        postgres.log_path(data_dir).unlink(missing_ok=True)
+        postgres.discard(data_dir)
         raise

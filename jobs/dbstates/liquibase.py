@@ -80,10 +80,7 @@ def liquibase_request_normalize(
             raise invalid("work_dir must be an absolute path")
         work_dir = planning.script_path(work_dir)
     env = _env(liquibase_env)
-    if not isinstance(liquibase_args, list) or not all(isinstance(arg, str) for arg in liquibase_args):
-        raise invalid("liquibase_args must be an array of strings")
-    if len(liquibase_args) > planning.MAX_ARGS or any("\x00" in arg for arg in liquibase_args):
-        raise invalid(f"liquibase_args: at most {planning.MAX_ARGS} arguments, without NUL")
+    planning.string_args(liquibase_args, "liquibase_args")
     options, commands = [], []
     args = iter(liquibase_args)
     for arg in args:

@@ -71,16 +71,28 @@ class PsqlRequest:
         return [*self.options, *step.args]
 
 
+def string_args(value, what: str) -> list[str]:
+    """A client program's arguments as a request gives them: bounded strings without NUL."""
+    if not isinstance(value, list) or not all(isinstance(arg, str) for arg in value):
+        raise invalid(f"{what} must be an array of strings")
+    if len(value) > MAX_ARGS or any(len(arg.encode()) > MAX_ARG_BYTES or "\x00" in arg for arg in value):
+        raise invalid(f"{what}: at most {MAX_ARGS} arguments of {MAX_ARG_BYTES} bytes, without NUL")
+    return value
+
+
+def stdin_text(value, what: str) -> str | None:
+    """A client program's stdin as a request gives it: None, or text without NUL within SQLRS_MAX_STDIN_BYTES."""
+    if value is not None and (not isinstance(value, str) or "\x00" in value):
+        raise invalid(f"{what} must be a string without NUL")
+    if value is not None and len(value.encode()) > settings.SQLRS_MAX_STDIN_BYTES:
+        raise invalid(f"{what} is larger than {settings.SQLRS_MAX_STDIN_BYTES} bytes")
+    return value
+
+
 def psql_request_normalize(*, psql_args, stdin) -> PsqlRequest:
     """Check and normalize a psql prepare's arguments; a 400 (``invalid_argument``) says what is wrong."""
-    if not isinstance(psql_args, list) or not all(isinstance(arg, str) for arg in psql_args):
-        raise invalid("psql_args must be an array of strings")
-    if len(psql_args) > MAX_ARGS or any(len(arg.encode()) > MAX_ARG_BYTES or "\x00" in arg for arg in psql_args):
-        raise invalid(f"psql_args: at most {MAX_ARGS} arguments of {MAX_ARG_BYTES} bytes, without NUL")
-    if stdin is not None and (not isinstance(stdin, str) or "\x00" in stdin):
-        raise invalid("stdin must be a string without NUL")
-    if stdin is not None and len(stdin.encode()) > settings.SQLRS_MAX_STDIN_BYTES:
-        raise invalid(f"stdin is larger than {settings.SQLRS_MAX_STDIN_BYTES} bytes")
+    string_args(psql_args, "psql_args")
+    stdin_text(stdin, "stdin")
     options, steps = list(DEFAULTS), []
     args = iter(psql_args)
     for arg in args:

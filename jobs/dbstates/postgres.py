@@ -24,6 +24,8 @@ from pathlib import Path
 import psycopg
 from django.conf import settings
 
+from jobs.dbstates import statefs
+
 log = logging.getLogger("pipeline.dbstates")
 
 SUPERUSER = "sqlrs"
@@ -224,6 +226,13 @@ def stop(data_dir: Path, *, immediate: bool = False) -> bool:
         time.sleep(READY_POLL_SEC)
     (data_dir / "postmaster.pid").unlink(missing_ok=True)
     return True
+
+
+def discard(data_dir: Path) -> None:
+    """Stop the server on ``data_dir`` at once (if one runs) and remove the directory and its log."""
+    stop(data_dir, immediate=True)
+    statefs.remove(data_dir)
+    log_path(data_dir).unlink(missing_ok=True)
 
 
 def checkpoint(server: Server) -> None:

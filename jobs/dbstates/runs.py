@@ -12,13 +12,12 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.dbstates import images, postgres, selectors
+from jobs.dbstates import images, planning, postgres, selectors
 from jobs.dbstates.models import Instance, InstanceStatus
-from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
+from pipeline_project.core.errors import ConflictError, NotFoundError
 
 KINDS = ("psql", "pgbench")
 # Flags that pick the server or the user: the engine connects the client itself.
@@ -26,8 +25,6 @@ CONNECTION_FLAGS = {
     "psql": {"-h", "--host", "-p", "--port", "-U", "--username", "-d", "--dbname"},
     "pgbench": {"-h", "--host", "-p", "--port", "-U", "--username"},
 }
-MAX_ARGS = 1000
-MAX_ARG_BYTES = 64 * 1024
 MAX_STEPS = 100
 MAX_LINE = 64 * 1024  # a longer line is streamed in pieces of this size
 
@@ -46,26 +43,6 @@ class RunPlan:
     recovery: list[str] = field(default_factory=list)
 
 
-def _invalid(message: str) -> InvalidInputError:
-    return InvalidInputError(message, code="invalid_argument")
-
-
-def _strings(value, what: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(arg, str) for arg in value):
-        raise _invalid(f"{what} must be an array of strings")
-    if len(value) > MAX_ARGS or any(len(arg.encode()) > MAX_ARG_BYTES or "\x00" in arg for arg in value):
-        raise _invalid(f"{what}: at most {MAX_ARGS} arguments of {MAX_ARG_BYTES} bytes, without NUL")
-    return value
-
-
-def _stdin(value, what: str) -> str | None:
-    if value is not None and (not isinstance(value, str) or "\x00" in value):
-        raise _invalid(f"{what} must be a string without NUL")
-    if value is not None and len(value.encode()) > settings.SQLRS_MAX_STDIN_BYTES:
-        raise _invalid(f"{what} is larger than {settings.SQLRS_MAX_STDIN_BYTES} bytes")
-    return value
-
-
 def _refuse_connection_flags(kind: str, args: list[str]) -> None:
     """sqlrs answers a conflicting connection flag with 409: the instance decides the connection."""
     for arg in args:
@@ -81,29 +58,38 @@ def _commands(request: dict) -> list[RunCommand]:
     kind = request["kind"]
     if request.get("steps") is not None:
         if kind != "psql":
-            raise _invalid("steps are for psql runs only")
+            raise planning.invalid("steps are for psql runs only")
         steps = request["steps"]
         if not isinstance(steps, list) or not 1 <= len(steps) <= MAX_STEPS:
-            raise _invalid(f"steps must be an array of 1 to {MAX_STEPS} steps")
+            raise planning.invalid(f"steps must be an array of 1 to {MAX_STEPS} steps")
         if request.get("stdin") is not None:
-            raise _invalid("steps and stdin are mutually exclusive (give each step its stdin)")
+            raise planning.invalid("steps and stdin are mutually exclusive (give each step its stdin)")
         commands = []
         for n, step in enumerate(steps):
             if not isinstance(step, dict) or set(step) - {"args", "stdin"} or "args" not in step:
-                raise _invalid(f"steps[{n}] must be an object with args and an optional stdin")
-            commands.append(RunCommand(_strings(step["args"], f"steps[{n}].args"), _stdin(step.get("stdin"), "stdin")))
+                raise planning.invalid(f"steps[{n}] must be an object with args and an optional stdin")
+            commands.append(
+                RunCommand(
+                    planning.string_args(step["args"], f"steps[{n}].args"),
+                    planning.stdin_text(step.get("stdin"), "stdin"),
+                )
+            )
         return commands
-    return [RunCommand(_strings(request.get("args"), "args"), _stdin(request.get("stdin"), "stdin"))]
+    return [
+        RunCommand(
+            planning.string_args(request.get("args"), "args"), planning.stdin_text(request.get("stdin"), "stdin")
+        )
+    ]
 
 
 def run_prepare(*, instance_ref, kind, args=None, command=None, stdin=None, steps=None) -> RunPlan:
     """Check a run request and make its instance's server ready (started again if it is gone)."""
     if kind not in KINDS:
-        raise _invalid(f"kind must be one of {', '.join(KINDS)}")
+        raise planning.invalid(f"kind must be one of {', '.join(KINDS)}")
     if command not in (None, kind):
-        raise _invalid(f"command may only be {kind!r} for a {kind} run (or omitted)")
+        raise planning.invalid(f"command may only be {kind!r} for a {kind} run (or omitted)")
     if not isinstance(instance_ref, str) or not instance_ref:
-        raise _invalid("instance_ref is required (an instance id or name)")
+        raise planning.invalid("instance_ref is required (an instance id or name)")
     commands = _commands({"kind": kind, "args": args, "stdin": stdin, "steps": steps})
     for run in commands:
         _refuse_connection_flags(kind, run.args)

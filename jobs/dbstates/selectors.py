@@ -6,7 +6,16 @@ from datetime import UTC, datetime
 
 from django.db.models import Count, Q
 
-from jobs.dbstates.models import Instance, InstanceStatus, Name, PrepareEvent, PrepareJob, PrepareTask, State
+from jobs.dbstates.models import (
+    Instance,
+    InstanceStatus,
+    JobStatus,
+    Name,
+    PrepareEvent,
+    PrepareJob,
+    PrepareTask,
+    State,
+)
 from pipeline_project.core.errors import InvalidInputError, NotFoundError
 
 ID_PREFIX = re.compile(r"^[0-9a-fA-F]{8,64}$")
@@ -257,6 +266,13 @@ def name_entry(name: Name) -> dict:
 
 
 # States
+
+
+def running_tasks_on(state_id):
+    """Running tasks that read or write the state ``state_id`` (an id, or an OuterRef to one)."""
+    return PrepareTask.objects.filter(status=JobStatus.RUNNING).filter(
+        Q(output_state_id=state_id) | Q(input_kind="state", input_id=state_id)
+    )
 
 
 def _with_refcount(states):

@@ -78,9 +78,7 @@ def _changesets(request: liquibase.LiquibaseRequest, image: images.Image, *, wor
         if done.returncode != 0:
             raise PlanFailed(f"Liquibase update-sql exited with code {done.returncode}", done.stderr[-4000:])
     finally:
-        postgres.stop(workspace, immediate=True)
-        statefs.remove(workspace)
-        postgres.log_path(workspace).unlink(missing_ok=True)
+        postgres.discard(workspace)
     changesets = liquibase.changesets_parse(done.stdout)
     if not changesets:
         raise PlanFailed("the changelog has no pending changeset to apply")
