@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from jobs.dbstates import deletion, images, planning, selectors, statefs, steps
 from jobs.dbstates.config import config_value, duration_seconds
-from jobs.dbstates.models import CacheEviction, JobStatus, PrepareTask, State
+from jobs.dbstates.models import CacheEviction, State
 from jobs.dbstates.services import prepare_request_check
-from pipeline_project.core.errors import InvalidInputError
+from pipeline_project.core.errors import InvalidInputError, NotFoundError
 
 
 @dataclass
@@ -75,23 +75,31 @@ def _usage() -> Usage:
 def evictable_states(min_state_age: str):
     """States that could go now, least recently used first."""
     now = timezone.now()
-    running = PrepareTask.objects.filter(status=JobStatus.RUNNING).filter(
-        Q(output_state_id=OuterRef("state_id")) | Q(input_kind="state", input_id=OuterRef("state_id"))
-    )
     return (
         State.objects.annotate(child_count=Count("children", distinct=True), refcount=Count("instances", distinct=True))
         .filter(child_count=0, refcount=0, created_at__lte=now - timedelta(seconds=duration_seconds(min_state_age)))
         .filter(Q(min_retention_until__isnull=True) | Q(min_retention_until__lte=now))
-        .exclude(Exists(running))
+        .exclude(Exists(selectors.running_tasks_on(OuterRef("state_id"))))
         .order_by(Coalesce("last_used_at", "created_at"), "created_at")
     )
 
 
+@dataclass
+class Reclaimable:
+    state_count: int
+    reclaimable_bytes: int
+    blocked_count: int  # states that cannot go now
+
+
+def _reclaimable(min_state_age: str) -> Reclaimable:
+    evictable = evictable_states(min_state_age).aggregate(count=Count("state_id"), size=Coalesce(Sum("size_bytes"), 0))
+    state_count = State.objects.count()
+    return Reclaimable(state_count, evictable["size"], state_count - evictable["count"])
+
+
 def cache_status() -> dict:
     usage = _usage()
-    evictable = evictable_states(usage.min_state_age)
-    reclaimable = evictable.aggregate(total=Coalesce(Sum("size_bytes"), 0))["total"]
-    state_count = State.objects.count()
+    reclaimable = _reclaimable(usage.min_state_age)
     last = CacheEviction.objects.first()
     return {
         "usage_bytes": usage.usage_bytes,
@@ -103,9 +111,9 @@ def cache_status() -> dict:
         "min_state_age": usage.min_state_age,
         "store_total_bytes": usage.store_total_bytes,
         "store_free_bytes": usage.store_free_bytes,
-        "state_count": state_count,
-        "reclaimable_bytes": reclaimable,
-        "blocked_count": state_count - evictable.count(),
+        "state_count": reclaimable.state_count,
+        "reclaimable_bytes": reclaimable.reclaimable_bytes,
+        "blocked_count": reclaimable.blocked_count,
         "pressure_reasons": usage.pressure_reasons,
         "last_eviction": _eviction_summary(last) if last else None,
     }
@@ -137,22 +145,29 @@ def cache_evict(*, trigger: str) -> dict:
     if not usage.pressure_reasons:
         return {"evicted": 0}
     freed = evicted = 0
+    passed_over: list[str] = []  # blocked meanwhile (a task took it up): not asked again this run
     while not usage.relieved(freed):
-        candidate = evictable_states(usage.min_state_age).first()  # a parent may become a leaf
+        # The least recently used one, asked anew each time: a parent may have become a leaf.
+        candidate = evictable_states(usage.min_state_age).exclude(state_id__in=passed_over).first()
         if candidate is None:
             break
-        result = deletion.state_delete(state_id=candidate.state_id)
-        if result.outcome == "deleted":
+        try:
+            deleted = deletion.state_delete(state_id=candidate.state_id).outcome == "deleted"
+        except NotFoundError:  # deleted meanwhile by someone else
+            deleted = False
+        if deleted:
             freed += candidate.size_bytes
             evicted += 1
+        else:
+            passed_over.append(candidate.state_id)
     after = _usage()
-    reclaimable = evictable_states(after.min_state_age).aggregate(total=Coalesce(Sum("size_bytes"), 0))["total"]
+    reclaimable = _reclaimable(after.min_state_age)
     CacheEviction.objects.create(
         trigger=trigger,
         evicted_count=evicted,
         freed_bytes=freed,
-        blocked_count=State.objects.count() - evictable_states(after.min_state_age).count(),
-        reclaimable_bytes=reclaimable,
+        blocked_count=reclaimable.blocked_count,
+        reclaimable_bytes=reclaimable.reclaimable_bytes,
         usage_bytes_before=usage.usage_bytes,
         usage_bytes_after=after.usage_bytes,
         free_bytes_before=usage.store_free_bytes,

@@ -61,3 +61,19 @@ def test_young_states_are_not_evicted():
 
     assert cache.cache_evict(trigger="test")["evicted"] == 0
     assert State.objects.count() == 1
+
+
+def test_a_state_blocked_meanwhile_is_passed_over_not_asked_again(monkeypatch):
+    unreferenced_state("CREATE TABLE raced (a int)")
+    config.config_set(path="cache.capacity.minStateAge", value="0s")
+    config.config_set(path="cache.capacity.maxBytes", value=1)
+    asked = []
+
+    def blocked(*, state_id, **flags):  # as if a prepare had taken the state up since the query
+        asked.append(state_id)
+        return deletion.DeleteResult(dry_run=False, outcome="blocked", root=deletion.Node("state", state_id))
+
+    monkeypatch.setattr(deletion, "state_delete", blocked)
+
+    assert cache.cache_evict(trigger="test")["evicted"] == 0
+    assert len(asked) == 1 and State.objects.count() == 1
