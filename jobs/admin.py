@@ -178,7 +178,9 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": f"{job.task} …{str(job.job_id)[-8:]}",
-            **job_page(job, user=request.user),
+            **job_page(
+                job, can_repair=self.has_repair_permission(request), can_remove=self.has_remove_permission(request)
+            ),
         }
         fragment = request.GET.get("fragment")
         return TemplateResponse(

@@ -9,9 +9,8 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from jobs.models import Job, JobStatus
+from jobs.services.operators import RETRYABLE
 
-RETRYABLE = (JobStatus.FAILED, JobStatus.CANCELED, JobStatus.LOST)
-CANCELABLE = (JobStatus.QUEUED, JobStatus.RUNNING)
 FOLD_LINES = 12  # a JSON value longer than this starts folded
 TIMELINE_EVENTS = 500  # the newest; a job retried forever does not make a page of megabytes
 
@@ -47,22 +46,23 @@ def elapsed(start: datetime | None, end: datetime | None) -> timedelta | None:
     return end - start if start and end else None
 
 
-def job_page(job: Job, *, user) -> dict:
+def job_page(job: Job, *, can_repair: bool, can_remove: bool) -> dict:
+    """The page's context; ``can_repair`` (retry, cancel) and ``can_remove`` are the user's
+    permissions as the admin decides them for the actions."""
     now = timezone.now()
     events = list(job.events.order_by("-event_id")[:TIMELINE_EVENTS])[::-1]
-    is_going = job.status in CANCELABLE
+    is_going = not job.is_finished
     return {
         "job": job,
         "live": is_going,
         "waited": elapsed(job.created_at, job.started_at or (now if job.status == JobStatus.QUEUED else None)),
         "ran": elapsed(job.started_at, job.finished_at or (now if job.status == JobStatus.RUNNING else None)),
-        "can_retry": job.status in RETRYABLE and user.has_perm("jobs.change_job"),
-        "can_cancel": is_going and user.has_perm("jobs.change_job"),
-        "can_delete": job.status != JobStatus.RUNNING and user.has_perm("jobs.delete_job"),
+        "can_retry": job.status in RETRYABLE and can_repair,
+        "can_cancel": is_going and can_repair,
+        "can_delete": job.status != JobStatus.RUNNING and can_remove,
         "data": [("args", shown(job.args)), ("progress", shown(job.progress)), ("result", shown(_result(events)))],
         "errors": _errors(events),
         "attempts": _timeline(events),
-        "events_shown": len(events),
     }
 
 
