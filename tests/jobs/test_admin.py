@@ -188,7 +188,7 @@ def test_a_live_job_page_serves_its_body_as_a_fragment(admin_client, jobs):
 
     fragment = admin_client.get(f"{CHANGELIST}{running.job_id}/change/", {"fragment": "1"}).content.decode()
 
-    assert fragment.lstrip().startswith("<div data-live") and "<html" not in fragment
+    assert fragment.lstrip().startswith('<div data-active="true"') and "<html" not in fragment
     assert ">Cancel</button>" in fragment and ">Delete</a>" not in fragment  # a running job stays
 
 
@@ -387,7 +387,7 @@ def test_dashboard_shows_each_queues_last_hour_and_refreshes_itself(admin_client
     assert "2 succeeded · 1 failed" in section
     assert "run p50 0.200 s · p95 0.290 s" in section  # the handlers' 100, 200 and 300 ms
     assert "wait p50" in section
-    assert 'data-refresh-url="?fragment=1"' in html and "setInterval(refresh" in html
+    assert 'data-refresh="?fragment=1"' in html and "setInterval(refresh" in html
     assert 'data-queue="etl"' in fragment and "<html" not in fragment  # the body only
 
 
