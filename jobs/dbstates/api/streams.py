@@ -28,7 +28,7 @@ _RUNS_OPEN = OPEN_STREAMS.labels(stream="sqlrs_runs")
 HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-store"}
 
 
-def events_response(job_id: str, *, range_header: str | None):
+def events_response(job, *, range_header: str | None):
     """200 with every event, or 206 from the range's start (to its end, if it has one)."""
     match = RANGE.match(range_header.strip()) if range_header else None
     start = int(match["start"]) if match else 0
@@ -36,7 +36,7 @@ def events_response(job_id: str, *, range_header: str | None):
     headers = {**HEADERS, "Accept-Ranges": "events"}
     status = 200
     if match:
-        job_status, count = _progress(job_id)
+        job_status, count = job.status, job.events.count()
         if (end is not None and end < start) or (job_status in TERMINAL_STATUSES and start >= count):
             body = sqlrs_error("range_not_satisfiable", f"the job has {count} events; asked for {range_header}")
             return JsonResponse(body, status=416, headers={"Content-Range": f"events */{count}"})
@@ -45,13 +45,8 @@ def events_response(job_id: str, *, range_header: str | None):
         headers["Content-Range"] = f"events {start}-{last}/{total}"
         status = 206
     return StreamingHttpResponse(
-        _event_lines(job_id, start=start, end=end), status=status, content_type=NDJSON, headers=headers
+        _event_lines(job.job_id, start=start, end=end), status=status, content_type=NDJSON, headers=headers
     )
-
-
-def _progress(job_id: str) -> tuple[str, int]:
-    job = selectors.job_get(job_id=job_id)
-    return job.status, job.events.count()
 
 
 async def _event_lines(job_id: str, *, start: int, end: int | None):

@@ -169,7 +169,7 @@ class PrepareJobCancelView(EngineView):
 class PrepareJobEventsView(EngineView):
     def get(self, request, job_id):
         job = selectors.job_get(job_id=job_id)  # 404 before the stream starts
-        return events_response(job.job_id, range_header=request.headers.get("Range"))
+        return events_response(job, range_header=request.headers.get("Range"))
 
 
 @extend_schema(exclude=True)
