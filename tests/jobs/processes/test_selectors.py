@@ -6,6 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs.processes import selectors, services
+from jobs.processes.models import Task
 from jobs.processes.services import NOTIFIED_OUTCOME_MAX_BYTES
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.processes.helpers import serving
@@ -45,7 +46,7 @@ def test_waiting_for_an_existing_task_reads_it_first():
     pid = f"p-{uuid.uuid4().hex[:12]}"
     with serving():
         services.process_init(namespace=NS, process_id=pid)
-    init = services.Task.objects.get(process__process_id=pid, task_type="init")
+    init = Task.objects.get(process__process_id=pid, task_type="init")
 
     ended = selectors.wait_for_task(init.task_id, timeout=1)
 

@@ -1,0 +1,139 @@
+"""What the processes' services share: input checks, status changes, scheduling and ending tasks."""
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from jobs.processes.models import (
+    CALL_TYPES,
+    MAX_PROCESS_ID_CHARS,
+    TASK_DONE_CHANNEL,
+    TIMER_TYPES,
+    WORK_CHANNEL,
+    Process,
+)
+from jobs.services._db import _execute, _rows
+from pipeline_project.core.errors import InvalidInputError, NotFoundError
+from pipeline_project.core.storable import json_problem
+
+
+def check_process_id(process_id: str) -> None:
+    if not isinstance(process_id, str) or not 1 <= len(process_id) <= MAX_PROCESS_ID_CHARS or "\x00" in process_id:
+        raise InvalidInputError(f"process_id must be 1 to {MAX_PROCESS_ID_CHARS} characters, without NUL")
+
+
+def check_json(name: str, value: Any) -> None:
+    if problem := json_problem(value):
+        raise InvalidInputError(f"{name} cannot be stored: it {problem}")
+
+
+def locked_process(namespace: str, process_id: str) -> Process:
+    process = Process.objects.select_for_update().filter(namespace=namespace, process_id=process_id).first()
+    if process is None:
+        raise NotFoundError("process not found", code="process_not_found")
+    return process
+
+
+def set_status(process: Process, status: str) -> None:
+    if process.status != status:
+        process.previous_status = process.status
+        process.status = status
+        process.status_changed_at = timezone.now()
+
+
+def schedule_task(
+    process: Process, task_type: str, *, at: datetime, args=None, metadata=None, context=None, idempotency_key=None
+) -> int:
+    """A new task, waiting in the schedule from ``at``; workers of the namespace are told."""
+    task_id = _rows(
+        """
+        WITH task AS (
+            INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, args, metadata, context,
+                                       idempotency_key, last_retry_interval, attempts_count)
+            VALUES (%(process)s, %(type)s, 'waiting', %(at)s, %(args)s, %(metadata)s, %(context)s, %(key)s, 0, 0)
+            RETURNING task_id
+        ),
+        scheduled AS (
+            INSERT INTO dl_proc_schedule (task_id, process_pk, namespace, task_type, status, scheduled_time)
+            SELECT task_id, %(process)s, %(namespace)s, %(type)s, 'waiting', %(at)s FROM task
+        )
+        SELECT task_id, pg_notify(%(channel)s, %(namespace)s || '@' || extract(epoch FROM %(at)s::timestamptz)) FROM task
+        """,
+        {
+            "process": process.id,
+            "type": task_type,
+            "at": at,
+            "args": dumps(args),
+            "metadata": dumps(metadata),
+            "context": dumps(context),
+            "key": idempotency_key,
+            "namespace": process.namespace,
+            "channel": WORK_CHANNEL,
+        },
+    )[0][0]
+    return task_id
+
+
+def cancel_scheduled(process: Process, types: tuple[str, ...] = (*CALL_TYPES, *TIMER_TYPES)) -> None:
+    rows = _rows(
+        """
+        WITH gone AS (
+            DELETE FROM dl_proc_schedule WHERE process_pk = %s AND task_type = ANY (%s) RETURNING task_id
+        )
+        UPDATE dl_proc_tasks t SET status = 'cancelled', finished_time = now() FROM gone
+        WHERE t.task_id = gone.task_id RETURNING t.task_id
+        """,
+        [process.id, list(types)],
+    )
+    for (task_id,) in rows:  # their callers stop waiting
+        _execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task_id)])
+
+
+def end_task(task_id: int, *, status: str, response: Any, attempts: int | None = None) -> None:
+    _execute(
+        """
+        WITH unrun AS (DELETE FROM dl_proc_running WHERE task_id = %s)
+        UPDATE dl_proc_tasks SET status = %s, response = %s, finished_time = now(),
+            attempts_count = coalesce(%s, attempts_count)
+        WHERE task_id = %s
+        """,
+        [task_id, status, dumps(response), attempts, task_id],
+    )
+
+
+def dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+
+def event_time(value: Any) -> datetime | None:
+    """An imported event's time: Unix seconds (as progressor exports them) or ISO 8601."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    return timer_time(value) if isinstance(value, str) else None
+
+
+def timer_time(value: Any) -> datetime | None:
+    """A timer's time: seconds from now, an aware datetime or ISO 8601 text; None if it is none
+    of these or out of range (a processor's or client's mistake, not a crash)."""
+    try:
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int | float):
+            return timezone.now() + timedelta(seconds=value)
+        if isinstance(value, datetime):
+            return value if timezone.is_aware(value) else None
+        if isinstance(value, str):
+            parsed = parse_datetime(value)
+            return parsed if parsed is not None and timezone.is_aware(parsed) else None
+    except (OverflowError, ValueError):  # huge or NaN seconds; a well-formed but impossible date
+        return None
+    return None
+
+

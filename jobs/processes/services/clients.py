@@ -1,0 +1,217 @@
+"""What clients ask for: init, call and repair put a task in the schedule and wait for its end
+(on a NOTIFY); simple repair changes the process at once."""
+
+import time
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from jobs.processes import metrics, registry
+from jobs.processes.models import TIMER_TYPES, WORK_CHANNEL, Process, Task
+from jobs.processes.selectors import PreparedTask, TaskOutcome, task_waiter
+from jobs.processes.services._common import (
+    check_json,
+    check_process_id,
+    dumps,
+    locked_process,
+    schedule_task,
+    set_status,
+)
+from jobs.services._db import _rows
+from pipeline_project.core.errors import ApplicationError, ConflictError, NotFoundError
+
+
+class ProcessorError(ApplicationError):
+    """The processor answered a call (or init, or repair) with an error; ``reason`` is its answer."""
+
+    status = 422
+    code = "processor_error"
+
+
+
+def process_init(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
+    """Create a process and run its init task; return the processor's response."""
+    with task_waiter() as wait:
+        task = process_init_prepare(
+            namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
+        )
+        return task_result(wait(task))
+
+
+def process_call(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
+    """Run a call on a running process and return the processor's response.
+
+    A call that arrives while another task of the process runs waits for it and runs next,
+    before any timer; the process's timers are blocked until the call has run.
+    """
+    with task_waiter() as wait:
+        task = process_task_prepare(
+            "call", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
+        )
+        return task_result(wait(task))
+
+
+def process_repair(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
+    """Run the processor with task type ``repair`` on a process in ``error``."""
+    with task_waiter() as wait:
+        task = process_task_prepare(
+            "repair", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
+        )
+        return task_result(wait(task))
+
+
+def process_init_prepare(
+    *, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None
+) -> PreparedTask:
+    """A new process with its init task waiting (or the task an idempotency key names)."""
+    definition = registry.require(namespace)
+    check_process_id(process_id)
+    check_json("args", args)
+    started = time.perf_counter()
+    task_id = _replayed(idempotency_key)
+    if task_id is None:
+        try:
+            with transaction.atomic():
+                now = timezone.now()
+                process = Process.objects.create(
+                    namespace=namespace, process_id=process_id, status="init", status_changed_at=now, created_at=now
+                )
+                task_id = schedule_task(process, "init", args=args, idempotency_key=idempotency_key, at=now)
+        except IntegrityError as exc:
+            task_id = _replayed(idempotency_key)
+            if task_id is None:
+                if "ux_dl_processes_ns_id" in str(exc):
+                    raise ConflictError("process already exists", code="process_exists") from None
+                raise
+    return _prepared(task_id, "init", definition, started)
+
+
+# A client's call or repair, in one statement: the process is locked and its status checked,
+# the task goes into the schedule, the process's timers are blocked until it has run, and
+# the namespace's workers are told. Its commit need not wait for the disk: the caller is
+# answered only after the task's end is committed, which flushes this too; a task lost in a
+# crash was never answered. (Committing a NOTIFY holds a server-wide lock: no fsync under it.)
+_PREPARE = """
+WITH p AS (
+    SELECT id, status FROM dl_processes WHERE namespace = %(namespace)s AND process_id = %(process_id)s FOR UPDATE
+),
+task AS (
+    INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, args, idempotency_key,
+                               last_retry_interval, attempts_count)
+    SELECT p.id, %(type)s, 'waiting', now(), %(args)s::jsonb, %(key)s, 0, 0 FROM p WHERE p.status = %(wanted)s
+    RETURNING task_id, process_pk, scheduled_time
+),
+scheduled AS (
+    INSERT INTO dl_proc_schedule (task_id, process_pk, namespace, task_type, status, scheduled_time)
+    SELECT task_id, process_pk, %(namespace)s, %(type)s, 'waiting', scheduled_time FROM task
+),
+blocked AS (
+    UPDATE dl_proc_schedule s SET status = 'blocked' FROM task
+    WHERE s.process_pk = task.process_pk AND s.status = 'waiting' AND s.task_type IN ('timeout', 'remove')
+    RETURNING s.task_id
+),
+blocked_tasks AS (
+    UPDATE dl_proc_tasks t SET status = 'blocked', blocked_task = (SELECT task_id FROM task)
+    FROM blocked b WHERE t.task_id = b.task_id
+)
+SELECT (SELECT status FROM p), task_id, pg_notify(%(channel)s, %(namespace)s || '@' || extract(epoch FROM scheduled_time)),
+       set_config('synchronous_commit', 'off', true)
+FROM (SELECT 1) AS one LEFT JOIN task ON true
+"""
+
+
+def process_task_prepare(
+    task_type: str, *, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None
+) -> PreparedTask:
+    """A call (on a running process) or repair (on one in error) waiting in the schedule, or
+    the task an idempotency key names. The process's timers are blocked until it has run
+    (then its result sets, cancels or unblocks them)."""
+    definition = registry.require(namespace)
+    check_json("args", args)
+    started = time.perf_counter()
+    task_id = _replayed(idempotency_key)
+    if task_id is None:
+        wanted = "error" if task_type == "repair" else "running"
+        try:
+            [(status, task_id, _notified, _async)] = _rows(
+                _PREPARE,
+                {
+                    "namespace": namespace,
+                    "process_id": process_id,
+                    "type": task_type,
+                    "args": dumps(args),
+                    "key": idempotency_key,
+                    "wanted": wanted,
+                    "channel": WORK_CHANNEL,
+                },
+            )
+        except IntegrityError:
+            task_id = _replayed(idempotency_key)
+            if task_id is None:
+                raise
+        else:
+            if status is None:
+                raise NotFoundError("process not found", code="process_not_found")
+            if task_id is None:
+                raise ConflictError(f"process is {status}", code=f"process_{status}")
+    return _prepared(task_id, task_type, definition, started)
+
+
+def _prepared(task_id: int, task_type: str, definition: registry.Namespace, started: float) -> PreparedTask:
+    """A client's task in the schedule; its preparation time goes to progressor's histogram."""
+    metrics.REQUEST_PREPARING.labels(namespace=definition.name, task_type=task_type).observe(
+        (time.perf_counter() - started) * 1000
+    )
+    return PreparedTask(task_id, definition.process_step_timeout)
+
+
+def process_simple_repair(*, namespace: str, process_id: str, context: Any = None) -> None:
+    """Put a process in ``error`` back to ``running`` without its processor.
+
+    If a timeout or remove task corrupted it, that task is scheduled again (metadata
+    ``kind: simple_repair``, the given context).
+    """
+    registry.require(namespace)
+    check_json("context", context)
+    with transaction.atomic():
+        process = locked_process(namespace, process_id)
+        if process.status != "error":
+            raise ConflictError(f"process is {process.status}", code=f"process_{process.status}")
+        corrupting = Task.objects.filter(task_id=process.corrupted_by).first() if process.corrupted_by else None
+        if corrupting is not None and corrupting.task_type in TIMER_TYPES:
+            schedule_task(
+                process,
+                corrupting.task_type,
+                args=corrupting.args,
+                metadata={"kind": "simple_repair"},
+                context=context,
+                at=timezone.now(),
+            )
+        set_status(process, "running")
+        process.detail = None
+        process.corrupted_by = None
+        process.save()
+
+
+def _replayed(idempotency_key: str | None) -> int | None:
+    if idempotency_key is None:
+        return None
+    return Task.objects.filter(idempotency_key=idempotency_key).values_list("task_id", flat=True).first()
+
+
+def task_result(outcome: TaskOutcome | None) -> Any:
+    """A client task's answer: the processor's response, or the error it amounts to."""
+    if outcome is None:  # the task removed its own process
+        return "ok"
+    if outcome.status == "finished":
+        return outcome.response
+    if outcome.status == "cancelled":
+        raise ConflictError(f"process is {outcome.process_status}", code=f"process_{outcome.process_status}")
+    raise ProcessorError(_reason(outcome.response), details={"reason": outcome.response})
+
+
+def _reason(response: Any) -> str:
+    if isinstance(response, dict) and "error" in response:
+        return str(response["error"])
+    return str(response)

@@ -1,0 +1,373 @@
+"""What workers do with tasks: claim due ones (``tasks_claim``: at most one running task per
+process, calls before timers) and record how each ended (``task_complete``), in one
+transaction with every change it implies: events, the process's new state, the timer it set,
+the calls it unblocked, the retry or the error; and collect the tasks of workers that died."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from jobs.processes import registry
+from jobs.processes.models import TASK_DONE_CHANNEL, WORK_CHANNEL, Process, Task
+from jobs.processes.registry import ProcessView
+from jobs.processes.selectors import history_range_clean, view_from, view_select
+from jobs.processes.services._common import cancel_scheduled, dumps, end_task, schedule_task, set_status, timer_time
+from jobs.services._db import _execute, _json, _rows
+from pipeline_project.core.storable import json_problem
+
+
+@dataclass(frozen=True)
+class ClaimedTask:
+    task_id: int
+    process_pk: int
+    task_type: str
+    args: Any
+    context: Any
+    attempts_count: int
+    last_retry_interval: float
+    view: ProcessView  # the process as its processor sees it, read with the claim
+
+
+
+CLAIM_WINDOW = 256
+
+
+def tasks_claim(*, namespace: str, limit: int, worker: str, history_range: dict | None = None) -> list[ClaimedTask]:
+    """Claim up to ``limit`` due tasks of a namespace, at most one per process, none of a
+    process that runs one; a process's calls go before its timers.
+
+    Two workers that pick different tasks of one process at once both try to insert its
+    ``dl_proc_running`` row; its primary key lets one win, and the other's statement fails
+    with a unique violation (``is_running_race``) and simply claims again.
+    """
+    history_range = history_range_clean(history_range)
+    view_columns, view_params = view_select(history_range)
+    rows = _rows(
+        f"""
+        WITH candidates AS MATERIALIZED (
+            SELECT s.task_id, s.process_pk, s.task_type FROM dl_proc_schedule s
+            WHERE s.namespace = %(namespace)s AND s.status = 'waiting' AND s.scheduled_time <= now()
+              AND NOT EXISTS (SELECT 1 FROM dl_proc_running r WHERE r.process_pk = s.process_pk)
+            ORDER BY s.scheduled_time, s.task_id
+            LIMIT %(window)s
+        ),
+        picked AS (
+            SELECT * FROM (
+                SELECT DISTINCT ON (process_pk) * FROM candidates
+                ORDER BY process_pk, task_type IN ('timeout', 'remove'), task_id
+            ) AS one_per_process
+            ORDER BY task_id LIMIT %(limit)s
+        ),
+        locked AS (  -- only the picked rows: a row lock is a write; another worker's are skipped
+            SELECT s.task_id FROM dl_proc_schedule s JOIN picked USING (task_id)
+            WHERE s.status = 'waiting'
+            FOR UPDATE OF s SKIP LOCKED
+        ),
+        unscheduled AS (
+            DELETE FROM dl_proc_schedule s USING locked l WHERE s.task_id = l.task_id
+            RETURNING s.task_id, s.process_pk, s.task_type, s.namespace
+        ),
+        started AS (
+            INSERT INTO dl_proc_running (process_pk, task_id, namespace, task_type, running_time, worker)
+            SELECT process_pk, task_id, namespace, task_type, now(), %(worker)s FROM unscheduled
+            RETURNING task_id
+        ),
+        claimed AS (
+            UPDATE dl_proc_tasks t SET status = 'running', running_time = now()
+            FROM started WHERE t.task_id = started.task_id
+            RETURNING t.task_id, t.process_pk, t.task_type, t.args, t.context, t.attempts_count, t.last_retry_interval
+        )
+        SELECT c.*, {view_columns} FROM claimed c JOIN dl_processes p ON p.id = c.process_pk
+        """,
+        {"namespace": namespace, "window": CLAIM_WINDOW, "limit": limit, "worker": worker, **view_params},
+    )
+    return [
+        ClaimedTask(
+            task_id,
+            process_pk,
+            task_type,
+            _json(args),
+            _json(context),
+            attempts,
+            float(interval),
+            view=view_from(view, history_range),
+        )
+        for task_id, process_pk, task_type, args, context, attempts, interval, *view in rows
+    ]
+
+
+def is_running_race(exc: IntegrityError) -> bool:
+    return "dl_proc_running_pkey" in str(exc)
+
+
+@dataclass(frozen=True)
+class Result:
+    """A processor's answer, validated (see ``registry``)."""
+
+    events: list[dict]
+    response: Any
+    aux_state: Any
+    metadata: Any
+    keep_aux_state: bool
+    keep_metadata: bool
+    action: str | None  # None, set_timer, unset_timer, remove
+    timer_at: datetime | None = None
+    timer_removes: bool = False
+
+
+def result_parse(value: Any) -> Result | str:
+    """The processor's return value as a Result, or the error reason it amounts to."""
+    if not isinstance(value, dict):
+        return "unsupported_result"
+    if "error" in value:
+        return str(value["error"]) if not isinstance(value["error"], str) else value["error"]
+    if set(value) - {"events", "response", "aux_state", "metadata", "action"}:
+        return "unsupported_result"
+    events = []
+    for event in value.get("events") or []:
+        if isinstance(event, dict) and set(event) <= {"payload", "metadata"} and "payload" in event:
+            events.append({"payload": event["payload"], "metadata": event.get("metadata")})
+        else:
+            events.append({"payload": event, "metadata": None})
+    if json_problem([events, value.get("response"), value.get("aux_state"), value.get("metadata")]):
+        return "unsupported_result"
+    action, timer_at, removes = value.get("action"), None, False
+    if isinstance(action, dict) and "set_timer" in action and set(action) <= {"set_timer", "remove"}:
+        timer_at = timer_time(action["set_timer"])
+        if timer_at is None:
+            return "unsupported_result"
+        action, removes = "set_timer", bool(action.get("remove"))
+    elif action not in (None, "unset_timer", "remove"):
+        return "unsupported_result"
+    return Result(
+        events=events,
+        response=value.get("response", "ok"),
+        aux_state=value.get("aux_state"),
+        metadata=value.get("metadata"),
+        keep_aux_state="aux_state" not in value,
+        keep_metadata="metadata" not in value,
+        action=action,
+        timer_at=timer_at,
+        timer_removes=removes,
+    )
+
+
+def task_complete(*, task: ClaimedTask, namespace: str, outcome: Result | str) -> str:
+    """Record how a task ended (a Result, or an error reason); return the completion type:
+    ``complete_and_continue`` (a timer set), ``complete_and_suspend`` (timers unset, or the
+    process removed), ``complete_and_unlock`` (no action: blocked timers unblocked) or
+    ``complete_and_error``."""
+    if isinstance(outcome, Result) and outcome.action != "remove":
+        _succeeded(task, namespace, outcome)
+        return (
+            "complete_and_continue"
+            if outcome.action == "set_timer"
+            else ("complete_and_suspend" if outcome.action == "unset_timer" else "complete_and_unlock")
+        )
+    with transaction.atomic():
+        process = Process.objects.select_for_update().filter(id=task.process_pk).first()
+        if process is None:
+            return "complete_and_suspend"  # removed meanwhile
+        if isinstance(outcome, Result):  # the remove action
+            process.delete()
+            completion = "complete_and_suspend"
+        else:
+            _failed(process, task, outcome, registry.get(namespace))
+            completion = "complete_and_error"
+        # Workers look now (a call may wait behind this task) and learn when unblocked timers fall due.
+        _execute(
+            """
+            SELECT pg_notify(%(done)s, %(task)s::text), pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM now())),
+                   (SELECT pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM min(scheduled_time)))
+                    FROM dl_proc_schedule WHERE process_pk = %(process)s AND status = 'waiting' HAVING count(*) > 0)
+            """,
+            {
+                "done": TASK_DONE_CHANNEL,
+                "task": task.task_id,
+                "work": WORK_CHANNEL,
+                "namespace": namespace,
+                "process": task.process_pk,
+            },
+        )
+    return completion
+
+
+def task_remove_process(*, task: ClaimedTask, namespace: str) -> None:
+    """A remove timer: the process and all its rows go."""
+    with transaction.atomic():
+        Process.objects.filter(id=task.process_pk).delete()
+        _execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task.task_id)])
+
+
+NOTIFIED_OUTCOME_MAX_BYTES = 2000  # the listener remembers its latest notifications: keep them small
+
+# A task that succeeded, in one statement (the hot path of every call): its events, the
+# process's new state, the timer change its action asks for (set: the earlier timers are
+# cancelled and a new one scheduled; unset: cancelled; none: the timers a call blocked are
+# unblocked), the task ended, and the notifications: the caller's (with the outcome, when
+# short enough to spare the caller a read), and the workers' (look
+# now if a task of the process waits, due, behind this one; and when new or unblocked timers fall due).
+_SUCCEEDED = """
+WITH p AS (
+    SELECT id, status, last_event_id, corrupted_by,
+           (%(task_type)s = 'repair' OR status = 'init') AS to_running
+    FROM dl_processes WHERE id = %(process)s FOR UPDATE
+),
+events AS (
+    INSERT INTO dl_proc_events (process_pk, task_id, event_id, timestamp, payload, metadata)
+    SELECT p.id, %(task)s, p.last_event_id + x.n, now(), x.e -> 'payload', x.e -> 'metadata'
+    FROM p, jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS x(e, n)
+),
+updated AS (
+    UPDATE dl_processes d SET
+        aux_state = CASE WHEN %(keep_aux_state)s THEN d.aux_state ELSE %(aux_state)s::jsonb END,
+        metadata = CASE WHEN %(keep_metadata)s THEN d.metadata ELSE %(metadata)s::jsonb END,
+        last_event_id = d.last_event_id + %(event_count)s,
+        previous_status = CASE WHEN p.to_running AND d.status <> 'running' THEN d.status ELSE d.previous_status END,
+        status_changed_at = CASE WHEN p.to_running AND d.status <> 'running' THEN now() ELSE d.status_changed_at END,
+        status = CASE WHEN p.to_running THEN 'running' ELSE d.status END,
+        detail = CASE WHEN p.to_running THEN NULL ELSE d.detail END,
+        corrupted_by = CASE WHEN p.to_running THEN NULL ELSE d.corrupted_by END
+    FROM p WHERE d.id = p.id
+),
+cancelled AS (
+    DELETE FROM dl_proc_schedule s USING p
+    WHERE %(action)s IN ('set_timer', 'unset_timer') AND s.process_pk = p.id AND s.task_type IN ('timeout', 'remove')
+    RETURNING s.task_id
+),
+cancelled_tasks AS (
+    UPDATE dl_proc_tasks t SET status = 'cancelled', finished_time = now() FROM cancelled c WHERE t.task_id = c.task_id
+),
+unblocked AS (
+    UPDATE dl_proc_schedule s SET status = 'waiting' FROM p
+    WHERE %(action)s = 'none' AND s.process_pk = p.id AND s.status = 'blocked'
+    RETURNING s.task_id, s.scheduled_time
+),
+unblocked_tasks AS (UPDATE dl_proc_tasks t SET status = 'waiting' FROM unblocked u WHERE t.task_id = u.task_id),
+new_timer AS (
+    INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, last_retry_interval, attempts_count)
+    SELECT p.id, %(timer_type)s, 'waiting', %(timer_at)s, 0, 0 FROM p WHERE %(action)s = 'set_timer'
+    RETURNING task_id, process_pk, task_type, scheduled_time
+),
+new_schedule AS (
+    INSERT INTO dl_proc_schedule (task_id, process_pk, namespace, task_type, status, scheduled_time)
+    SELECT task_id, process_pk, %(namespace)s, task_type, 'waiting', scheduled_time FROM new_timer
+),
+unrun AS (DELETE FROM dl_proc_running WHERE task_id = %(task)s),
+ended AS (
+    UPDATE dl_proc_tasks SET status = 'finished', response = %(response)s::jsonb, finished_time = now()
+    WHERE task_id = %(task)s
+)
+SELECT (SELECT corrupted_by FROM p),
+       pg_notify(%(done)s, %(task)s::text || coalesce((
+           SELECT E'\n' || o.outcome FROM p, LATERAL (
+               SELECT jsonb_build_array('finished', %(response)s::jsonb,
+                                        CASE WHEN p.to_running THEN 'running' ELSE p.status END)::text AS outcome
+           ) AS o WHERE octet_length(o.outcome) <= %(notified_max)s), '')),
+       (SELECT pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM now()))
+        WHERE EXISTS (SELECT 1 FROM dl_proc_schedule WHERE process_pk = %(process)s AND status = 'waiting'
+                      AND scheduled_time <= now())),
+       (SELECT pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM min(due)))
+        FROM (SELECT scheduled_time AS due FROM new_timer UNION ALL SELECT scheduled_time FROM unblocked) AS timers
+        HAVING count(*) > 0)
+"""
+
+
+def _succeeded(task: ClaimedTask, namespace: str, result: Result) -> None:
+    rows = _rows(
+        _SUCCEEDED,
+        {
+            "process": task.process_pk,
+            "task": task.task_id,
+            "task_type": task.task_type,
+            "events": dumps(result.events),
+            "event_count": len(result.events),
+            "keep_aux_state": result.keep_aux_state,
+            "aux_state": dumps(result.aux_state),
+            "keep_metadata": result.keep_metadata,
+            "metadata": dumps(result.metadata),
+            "action": result.action or "none",
+            "timer_type": "remove" if result.timer_removes else "timeout",
+            "timer_at": result.timer_at,
+            "response": dumps(result.response),
+            "namespace": namespace,
+            "done": TASK_DONE_CHANNEL,
+            "notified_max": NOTIFIED_OUTCOME_MAX_BYTES,
+            "work": WORK_CHANNEL,
+        },
+    )
+    corrupting = rows[0][0] if rows else None
+    if task.task_type == "repair" and corrupting and result.action != "set_timer":
+        # A repaired timeout runs again.
+        with transaction.atomic():
+            timeout = Task.objects.filter(task_id=corrupting, task_type="timeout").first()
+            process = Process.objects.filter(id=task.process_pk).first()
+            if timeout is not None and process is not None:
+                schedule_task(process, "timeout", args=timeout.args, at=timezone.now())
+
+
+def _failed(process: Process, task: ClaimedTask, reason: str, definition: registry.Namespace | None) -> None:
+    if task.task_type == "repair":  # the process stays as it was
+        end_task(task.task_id, status="error", response={"error": reason})
+        return
+    if task.task_type == "timeout" and definition is not None:
+        attempts = task.attempts_count + 1
+        delay = definition.retry_policy.next_delay(
+            attempts=attempts, last_delay=task.last_retry_interval, reason=reason
+        )
+        if delay is not None:
+            _execute(
+                """
+                WITH retried AS (
+                    UPDATE dl_proc_tasks SET status = 'waiting', attempts_count = %(attempts)s,
+                        last_retry_interval = %(delay)s, scheduled_time = now() + make_interval(secs => %(delay)s),
+                        response = jsonb_build_object('error', %(reason)s::text)
+                    WHERE task_id = %(task)s
+                    RETURNING task_id, process_pk, task_type, scheduled_time
+                ),
+                unrun AS (DELETE FROM dl_proc_running WHERE task_id = %(task)s)
+                INSERT INTO dl_proc_schedule (task_id, process_pk, namespace, task_type, status, scheduled_time)
+                SELECT task_id, process_pk, %(namespace)s, task_type, 'waiting', scheduled_time FROM retried
+                """,
+                {
+                    "attempts": attempts,
+                    "delay": delay,
+                    "reason": reason,
+                    "task": task.task_id,
+                    "namespace": process.namespace,
+                },
+            )
+            return
+    set_status(process, "error")
+    process.detail = reason
+    process.corrupted_by = task.task_id
+    process.save()
+    cancel_scheduled(process)
+    end_task(task.task_id, status="error", response={"error": reason}, attempts=task.attempts_count + 1)
+
+
+def zombies_collect(*, namespace: str, older_than_sec: float) -> int:
+    """Running tasks older than ``older_than_sec`` (their worker died): each process goes to
+    ``error`` (``zombie detected``), its task errs, its other tasks are cancelled."""
+    with transaction.atomic():
+        rows = _rows(
+            """
+            DELETE FROM dl_proc_running
+            WHERE namespace = %s AND running_time < now() - make_interval(secs => %s)
+            RETURNING process_pk, task_id
+            """,
+            [namespace, older_than_sec],
+        )
+        for process_pk, task_id in rows:
+            process = Process.objects.select_for_update().get(id=process_pk)
+            set_status(process, "error")
+            process.detail = "zombie detected"
+            process.corrupted_by = task_id
+            process.save()
+            cancel_scheduled(process)
+            Task.objects.filter(task_id=task_id).update(status="error", finished_time=timezone.now())
+            _execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task_id)])
+    return len(rows)
