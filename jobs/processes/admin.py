@@ -1,14 +1,40 @@
-"""Processes in the admin: browse, filter, read a process's history and tasks, repair it."""
+"""Processes in the admin: browse, filter, read a process's history and tasks, repair it.
+
+Every page is read in one snapshot (``read_in_snapshot``): a process changing while its page
+is built shows as it was before or after, never half of each.
+"""
+
+from functools import wraps
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.template.response import TemplateResponse
-from django.urls import path
+from django.template.response import SimpleTemplateResponse, TemplateResponse
+from django.urls import URLPattern, path
 
-from jobs.processes import registry, selectors, services
+from jobs.processes import selectors, services
 from jobs.processes.models import Event, Process, Task
 from pipeline_project.core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from pipeline_project.core.errors import ApplicationError
+from pipeline_project.core.snapshot import snapshot
+
+SAFE_METHODS = ("GET", "HEAD")
+
+
+def read_in_snapshot(view):
+    """``view`` answering GET and HEAD from one snapshot, its template rendered inside it (a
+    TemplateResponse reads its querysets when rendered); other methods (actions) as they are."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if request.method not in SAFE_METHODS:
+            return view(request, *args, **kwargs)
+        with snapshot():
+            response = view(request, *args, **kwargs)
+            if isinstance(response, SimpleTemplateResponse):
+                response.render()
+            return response
+
+    return wrapper
 
 
 class TaskInline(ReadOnlyTabularInline):
@@ -68,8 +94,9 @@ class ProcessAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def _each(self, request, queryset, done: str, act) -> None:
         changed, refused = 0, []
-        skipped = queryset.exclude(status="error").count()
-        for process in list(queryset.filter(status="error")):
+        selected = list(queryset)  # one read: the counts below add up
+        skipped = sum(process.status != "error" for process in selected)
+        for process in [process for process in selected if process.status == "error"]:
             try:
                 act(process)
                 changed += 1
@@ -80,7 +107,7 @@ class ProcessAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             self.message_user(request, message, messages.WARNING)
 
     def get_urls(self):
-        return [
+        urls = [
             path(
                 "namespaces/",
                 self.admin_site.admin_view(self.namespaces_view),
@@ -88,16 +115,18 @@ class ProcessAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             ),
             *super().get_urls(),
         ]
+        return [
+            URLPattern(url.pattern, read_in_snapshot(url.callback), url.default_args, url.name) for url in urls
+        ]
 
     def namespaces_view(self, request):
         if not self.has_view_permission(request):
             raise PermissionDenied
-        names = sorted(set(registry.names()) | set(Process.objects.values_list("namespace", flat=True).distinct()))
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "title": "Process namespaces",
-            "namespaces": [selectors.namespace_counts(namespace=name) for name in names],
-            "timers": selectors.timers_due(within_sec=3600, limit=200),
+            "namespaces": selectors.namespaces_counts(),
+            "timers": selectors.timers_due(within_sec=selectors.TIMERS_WITHIN_SEC, limit=200),
         }
         return TemplateResponse(request, "admin/processes/namespaces.html", context)

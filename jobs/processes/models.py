@@ -23,6 +23,8 @@ WORK_CHANNEL = "dl_proc_work"
 TASK_DONE_CHANNEL = "dl_proc_task_done"
 
 MAX_PROCESS_ID_CHARS = 256
+MAX_IDEMPOTENCY_KEY_CHARS = 1024
+MAX_IDEMPOTENCY_KEY_BYTES = 2048  # a unique btree index entry holds about 2,700
 MAX_EVENT_ID = 2**31 - 1  # event ids are PostgreSQL integers
 
 

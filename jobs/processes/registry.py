@@ -11,7 +11,10 @@ Apps declare them in a ``processors`` module (or a module listed in ``PROCESSOR_
         ...
 
 A processor gets the task type (``init``, ``call``, ``repair``, ``timeout``, ``notify``), the
-task's args and the process (:class:`ProcessView`), and returns a dict with any of:
+task's args and the process (:class:`ProcessView`, its history in the task's range: see
+``ranges``); one that declares a ``context`` parameter also gets the task's context
+(progressor's third argument: what the init, call, repair or simple repair was given, carried
+on to the timers the task sets). It returns a dict with any of:
 ``events`` (a list of payloads, or of ``{"payload": ..., "metadata": ...}``), ``response``
 (omitted: ``"ok"``), ``aux_state``, ``metadata`` (not returned: kept), and ``action``:
 ``{"set_timer": <datetime, ISO 8601 text or seconds from now>, "remove": true?}``,
@@ -20,6 +23,7 @@ is an error result.
 """
 
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import autodiscover_modules
 
+from jobs.processes.ranges import history_range_problem
 from pipeline_project.core.errors import NotFoundError
 
 
@@ -63,7 +68,7 @@ class ProcessView:
     metadata: Any
     history: list[dict]
     last_event_id: int
-    range: dict = field(default_factory=dict)
+    range: dict = field(default_factory=dict)  # the range ``history`` was read in
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,27 @@ class Namespace:
     retry_policy: RetryPolicy = RetryPolicy()
     process_step_timeout: float = 60.0
     concurrency: int = 10
-    history_range: dict | None = None  # the events a processor gets (None: all)
+    history_range: dict | None = None  # the events a processor gets unless its task names a range (None: all)
+    takes_context: bool = field(init=False)
+
+    def __post_init__(self):
+        if self.history_range is not None and (problem := history_range_problem(self.history_range)):
+            raise ValueError(f"namespace {self.name!r}: {problem}")
+        object.__setattr__(self, "takes_context", _takes_context(self.processor))
+
+    def process(self, task_type: str, args: Any, view: ProcessView, context: Any) -> Any:
+        """Run the processor on one task."""
+        if self.takes_context:
+            return self.processor(task_type, args, view, context=context)
+        return self.processor(task_type, args, view)
+
+
+def _takes_context(processor: Callable) -> bool:
+    try:
+        parameters = inspect.signature(processor).parameters.values()
+    except (TypeError, ValueError):  # a callable without a signature: called the plain way
+        return False
+    return any(p.name == "context" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 _namespaces: dict[str, Namespace] = {}

@@ -1,4 +1,5 @@
-"""Reads of durable processes: a process with its history, and its full trace."""
+"""Reads of durable processes: waiting for a client's task to end, a process with its history,
+its full trace, and the namespaces' counts."""
 
 import json
 import time
@@ -11,10 +12,13 @@ from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
-from jobs.processes.models import TASK_DONE_CHANNEL, Process, Running, Schedule, Task
+from jobs.processes.inputs import check_process_id
+from jobs.processes.models import PROCESS_STATUSES, TASK_DONE_CHANNEL, Process, Running, Schedule, Task
+from jobs.processes.ranges import history_range_clean
 from jobs.processes.registry import ProcessView, require
-from jobs.services._db import _json
-from pipeline_project.core.errors import ApplicationError, InvalidInputError, NotFoundError
+from jobs.processes.registry import names as names_registered
+from jobs.services._db import _json, _rows
+from pipeline_project.core.errors import ApplicationError, NotFoundError
 from pipeline_project.core.notifications import (
     Listening,
     Subscription,
@@ -22,8 +26,8 @@ from pipeline_project.core.notifications import (
     blocking_hub,
     waiting_resources,
 )
+from pipeline_project.core.snapshot import snapshot
 
-DIRECTIONS = ("forward", "backward")
 ENDED = ("finished", "error", "cancelled")
 RECHECK_SEC = 5.0  # a waiter re-reads its task this often without a notification
 
@@ -147,64 +151,122 @@ async def wait_for_task_async(
         return outcome
 
 
-def history_range_clean(history_range: dict | None) -> dict:
-    """``{offset, limit, direction}`` checked; offset is the event id to start after (forward)
-    or before (backward; 0 or absent: from the last)."""
-    history_range = dict(history_range or {})
-    unknown = set(history_range) - {"offset", "limit", "direction"}
-    if unknown:
-        raise InvalidInputError(f"unknown range fields: {', '.join(sorted(unknown))}")
-    for name in ("offset", "limit"):
-        value = history_range.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise InvalidInputError(f"range {name} must be a non-negative integer")
-    if history_range.get("direction", "forward") not in DIRECTIONS:
-        raise InvalidInputError("range direction must be forward or backward")
-    return history_range
+# --- reads -------------------------------------------------------------------------------------
+# Every answer is one snapshot: one statement, or reads in one REPEATABLE READ transaction
+# (``snapshot``), so a change committed between two reads never shows half, and a process
+# removed between them is a 404, not a crash.
+
+_EVENT_JSON = """json_build_object('event_id', e.event_id, 'task_id', e.task_id, 'timestamp', e.timestamp,
+                                   'metadata', e.metadata, 'payload', e.payload)"""
+
+# The select-list of a process row ``p`` as a processor sees it: its fields and its history in
+# the range ``r.range`` (jsonb: see ``ranges``), built as json, not jsonb: it is only sent, and
+# jsonb would be built, sorted and printed again (a fifth of the server's time on a call of a
+# process with a long history). Each direction is its own index scan under a LIMIT; the one
+# the range does not ask for is skipped by its one-time filter.
+VIEW_COLUMNS = f"""
+    p.process_id, p.namespace, p.status, p.detail, p.aux_state, p.metadata, p.last_event_id, r.range,
+    (SELECT coalesce(json_agg({_EVENT_JSON}
+                              ORDER BY CASE WHEN r.range ->> 'direction' = 'backward' THEN -e.event_id
+                                            ELSE e.event_id END), '[]'::json)
+     FROM ((SELECT * FROM dl_proc_events
+            WHERE process_pk = p.id AND coalesce(r.range ->> 'direction', 'forward') = 'forward'
+              AND event_id > coalesce((r.range ->> 'offset')::bigint, 0)
+            ORDER BY event_id LIMIT (r.range ->> 'limit')::bigint)
+           UNION ALL
+           (SELECT * FROM dl_proc_events
+            WHERE process_pk = p.id AND r.range ->> 'direction' = 'backward'
+              AND (coalesce((r.range ->> 'offset')::bigint, 0) = 0 OR event_id < (r.range ->> 'offset')::bigint)
+            ORDER BY event_id DESC LIMIT (r.range ->> 'limit')::bigint)) AS e)
+"""
+
+
+def view_from(columns: tuple) -> ProcessView:
+    """A ProcessView from the columns :data:`VIEW_COLUMNS` reads."""
+    process_id, namespace, status, detail, aux_state, metadata, last_event_id, history_range, events = columns
+    return ProcessView(
+        process_id=process_id,
+        namespace=namespace,
+        status=status,
+        detail=detail,
+        aux_state=_json(aux_state),
+        metadata=_json(metadata),
+        history=_json(events),
+        last_event_id=last_event_id,
+        range=_json(history_range),
+    )
+
+
+_INIT_IN_PROGRESS = """
+SELECT p.status, (SELECT min(task_id) FROM dl_proc_tasks t WHERE t.process_pk = p.id AND t.task_type = 'init')
+FROM dl_processes p WHERE p.namespace = %s AND p.process_id = %s
+"""
 
 
 def init_in_progress(*, namespace: str, process_id: str) -> PreparedTask | None:
     """The init task to wait for while the process is in ``init`` (404 if there is no such process)."""
     definition = require(namespace)
-    process = _process(namespace, process_id)
-    if process.status != "init":
-        return None
-    init = Task.objects.filter(process=process, task_type="init").order_by("task_id").first()
-    return None if init is None else PreparedTask(init.task_id, definition.process_step_timeout)
+    check_process_id(process_id)
+    [row] = _rows(_INIT_IN_PROGRESS, [namespace, process_id]) or [None]
+    if row is None:
+        raise _process_not_found()
+    status, init_task_id = row
+    return PreparedTask(init_task_id, definition.process_step_timeout) if status == "init" and init_task_id else None
+
+
+_PROCESS_GET = f"""
+SELECT p.previous_status, p.status_changed_at, p.corrupted_by, {VIEW_COLUMNS}
+FROM dl_processes p CROSS JOIN (SELECT %(range)s::jsonb AS range) AS r
+WHERE p.namespace = %(namespace)s AND p.process_id = %(process_id)s
+"""
 
 
 def process_get(
     *, namespace: str, process_id: str, history_range: dict | None = None, wait_for_init: bool = True
 ) -> dict[str, Any]:
-    """The process with its history in ``history_range``; while it is in ``init``, waits for init to end."""
+    """The process with its history in ``history_range`` (None: all), read in one statement;
+    while it is in ``init``, waits for init to end first."""
     require(namespace)
+    check_process_id(process_id)
+    history_range = history_range_clean(history_range) or {}
     if wait_for_init and (init := init_in_progress(namespace=namespace, process_id=process_id)):
         wait_for_task(init.task_id, timeout=init.timeout)
-    process = _process(namespace, process_id)
-    view = process_view_by_pk(process.id, history_range)
+    rows = _rows(_PROCESS_GET, {"range": json.dumps(history_range), "namespace": namespace, "process_id": process_id})
+    if not rows:
+        raise _process_not_found()
+    previous_status, status_changed_at, corrupted_by, *columns = rows[0]
+    view = view_from(columns)
     return {
-        "namespace": namespace,
+        "namespace": view.namespace,
         "process_id": view.process_id,
         "status": view.status,
-        "previous_status": process.previous_status,
-        "status_changed_at": process.status_changed_at.isoformat(),
+        "previous_status": previous_status,
+        "status_changed_at": status_changed_at.isoformat(),
         "detail": view.detail,
         "aux_state": view.aux_state,
         "metadata": view.metadata,
-        "corrupted_by": process.corrupted_by,
+        "corrupted_by": corrupted_by,
         "history": view.history,
         "last_event_id": view.last_event_id,
         "range": view.range,
     }
 
 
+@snapshot()
 def process_trace(*, namespace: str, process_id: str) -> list[dict[str, Any]]:
     """Every task of the process in order, with its events."""
     require(namespace)
-    process = _process(namespace, process_id)
-    events: dict[int, list[dict]] = {}
-    for event in process_view_by_pk(process.id).history:
-        events.setdefault(event["task_id"], []).append(event)
+    check_process_id(process_id)
+    process_pk = Process.objects.filter(namespace=namespace, process_id=process_id).values_list("id", flat=True).first()
+    if process_pk is None:
+        raise _process_not_found()
+    events = dict(
+        _rows(
+            f"SELECT e.task_id, json_agg({_EVENT_JSON} ORDER BY e.event_id) FROM dl_proc_events e"
+            " WHERE e.process_pk = %s GROUP BY e.task_id",
+            [process_pk],
+        )
+    )
     return [
         {
             "task_id": task.task_id,
@@ -219,57 +281,14 @@ def process_trace(*, namespace: str, process_id: str) -> list[dict[str, Any]]:
             "response": task.response,
             "retry_interval": task.last_retry_interval,
             "retry_attempts": task.attempts_count,
-            "events": events.get(task.task_id, []),
+            "events": _json(events.get(task.task_id, "[]")),
         }
-        for task in Task.objects.filter(process=process).order_by("task_id")
+        for task in Task.objects.filter(process_id=process_pk).order_by("task_id")
     ]
 
 
-def view_select(history_range: dict) -> tuple[str, dict]:
-    """The select-list of a process row aliased ``p`` as a processor sees it (its fields and its
-    history in ``history_range``, aggregated), with its parameters; read by :func:`view_from`.
-    The history is built as json, not jsonb: it is only sent, and jsonb would be built, sorted
-    and printed again (a fifth of the server's time on a call of a process with a long history)."""
-    backward = history_range.get("direction") == "backward"
-    sql = f"""
-        p.process_id, p.namespace, p.status, p.detail, p.aux_state, p.metadata, p.last_event_id,
-        (SELECT coalesce(json_agg(json_build_object(
-                    'event_id', e.event_id, 'task_id', e.task_id, 'timestamp', e.timestamp,
-                    'metadata', e.metadata, 'payload', e.payload) ORDER BY e.n), '[]'::json)
-         FROM (SELECT *, row_number() OVER () AS n FROM (
-                   SELECT * FROM dl_proc_events
-                   WHERE process_pk = p.id
-                     AND (coalesce(%(range_offset)s, 0) = 0 OR event_id {"<" if backward else ">"} %(range_offset)s)
-                   ORDER BY event_id {"DESC" if backward else "ASC"} LIMIT %(range_limit)s
-               ) AS ranged) AS e)
-    """
-    return sql, {"range_offset": history_range.get("offset"), "range_limit": history_range.get("limit")}
-
-
-def view_from(columns: tuple, history_range: dict) -> ProcessView:
-    """A ProcessView from the columns :func:`view_select` reads."""
-    process_id, namespace, status, detail, aux_state, metadata, last_event_id, events = columns
-    return ProcessView(
-        process_id=process_id,
-        namespace=namespace,
-        status=status,
-        detail=detail,
-        aux_state=_json(aux_state),
-        metadata=_json(metadata),
-        history=_json(events),
-        last_event_id=last_event_id,
-        range=history_range,
-    )
-
-
-def process_view_by_pk(pk: int, history_range: dict | None = None) -> ProcessView | None:
-    """The process and its history in ``history_range`` (None: the process was removed)."""
-    history_range = history_range_clean(history_range)
-    columns, params = view_select(history_range)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {columns} FROM dl_processes p WHERE p.id = %(pk)s", {**params, "pk": pk})
-        row = cursor.fetchone()
-    return None if row is None else view_from(row, history_range)
+def _process_not_found() -> NotFoundError:
+    return NotFoundError("process not found", code="process_not_found")
 
 
 def next_scheduled_time(*, namespace: str):
@@ -282,31 +301,52 @@ def next_scheduled_time(*, namespace: str):
     )
 
 
-def _process(namespace: str, process_id: str) -> Process:
-    process = Process.objects.filter(namespace=namespace, process_id=process_id).first()
-    if process is None:
-        raise NotFoundError("process not found", code="process_not_found")
-    return process
+def running_namespaces() -> list[str]:
+    """The namespaces with a task running now (the zombie collector's work list)."""
+    return list(Running.objects.order_by("namespace").values_list("namespace", flat=True).distinct())
+
+
+TIMERS_WITHIN_SEC = 3600  # the namespaces' counts show the timers due within the hour
 
 
 def namespace_health(*, namespace: str) -> dict[str, Any]:
     """A registered namespace's health (404 for an unknown one)."""
     require(namespace)
-    return {**namespace_counts(namespace=namespace), "status": "ok"}
+    return {**namespaces_counts(namespace=namespace)[0], "status": "ok"}
 
 
-def namespace_counts(*, namespace: str) -> dict[str, Any]:
-    """A namespace's processes by status, tasks running now and timers due within the hour."""
-    counts = dict.fromkeys(("init", "running", "error"), 0)
-    counts.update(
-        Process.objects.filter(namespace=namespace).values("status").annotate(n=Count("id")).values_list("status", "n")
-    )
-    return {
-        "namespace": namespace,
-        "processes": counts,
-        "running_tasks": Running.objects.filter(namespace=namespace).count(),
-        "timers_due_next_hour": _timers(namespace=namespace, within_sec=3600).count(),
-    }
+@snapshot()
+def namespaces_counts(*, namespace: str | None = None) -> list[dict[str, Any]]:
+    """Each namespace (one, or every one registered or holding processes) with its processes by
+    status, tasks running now and timers due within the hour."""
+    filters = {} if namespace is None else {"namespace": namespace}
+    names = [namespace] if namespace is not None else sorted(set(names_registered()) | set(_namespaces_stored()))
+    by_status: dict[str, dict[str, int]] = {name: dict.fromkeys(PROCESS_STATUSES, 0) for name in names}
+    for name, status, count in (
+        Process.objects.filter(**filters).values("namespace", "status").annotate(n=Count("id")).values_list(
+            "namespace", "status", "n"
+        )
+    ):
+        by_status.setdefault(name, dict.fromkeys(PROCESS_STATUSES, 0))[status] = count
+    running = _counts_by_namespace(Running.objects.filter(**filters))
+    timers = _counts_by_namespace(_timers(within_sec=TIMERS_WITHIN_SEC, **filters))
+    return [
+        {
+            "namespace": name,
+            "processes": by_status[name],
+            "running_tasks": running.get(name, 0),
+            "timers_due_next_hour": timers.get(name, 0),
+        }
+        for name in sorted(by_status)
+    ]
+
+
+def _namespaces_stored() -> list[str]:
+    return list(Process.objects.order_by("namespace").values_list("namespace", flat=True).distinct())
+
+
+def _counts_by_namespace(queryset) -> dict[str, int]:
+    return dict(queryset.order_by().values("namespace").annotate(n=Count("pk")).values_list("namespace", "n"))
 
 
 def timers_due(*, within_sec: float, limit: int) -> list[dict[str, Any]]:

@@ -125,12 +125,7 @@ class NamespaceSource:
                 continue
             started = time.perf_counter()
             try:
-                tasks = services.tasks_claim(
-                    namespace=name,
-                    limit=limit,
-                    worker=self.worker_name,
-                    history_range=self.definitions[name].history_range,
-                )
+                tasks = services.tasks_claim(namespace=name, limit=limit, worker=self.worker_name)
             except IntegrityError as exc:
                 if services.is_running_race(exc):
                     continue  # another worker started a task of the same process: claim again
@@ -169,7 +164,7 @@ class NamespaceSource:
             return
         started = time.perf_counter()
         try:
-            outcome = services.result_parse(definition.processor(task.task_type, task.args, task.view))
+            outcome = services.result_parse(definition.process(task.task_type, task.args, task.view, task.context))
         except Exception as exc:
             outcome = f"{type(exc).__name__}: {exc}"
         metrics.TASK_PROCESSING.labels(namespace=definition.name, task_type=task.task_type).observe(

@@ -1,33 +1,81 @@
 from rest_framework import serializers
 
-from jobs.processes.models import MAX_PROCESS_ID_CHARS
-from jobs.processes.selectors import DIRECTIONS
-from pipeline_project.core.fields import QueryIntegerField
+from jobs.processes.models import MAX_EVENT_ID, MAX_IDEMPOTENCY_KEY_CHARS, MAX_PROCESS_ID_CHARS, PROCESS_STATUSES
+from jobs.processes.ranges import DIRECTIONS, INTEGER_LIMITS
+from pipeline_project.core.fields import QueryIntegerField, StrictCharField, StrictIntegerField
 from pipeline_project.core.serializers import RequestSerializer
+
+# Types only: the rules (storable JSON, a put's consistency, the timer's time) live in the services.
+
+
+def _limits(name: str) -> dict:
+    low, high = INTEGER_LIMITS[name]
+    return {"min_value": low, "max_value": high}
+
+
+class HistoryRangeSerializer(RequestSerializer):
+    """Which events the processor gets (progressor's history_range); absent: the namespace's range."""
+
+    offset = StrictIntegerField(
+        required=False,
+        help_text="Forward: the events after this id; backward: those before it (0: from the last).",
+        **_limits("offset"),
+    )
+    limit = StrictIntegerField(required=False, help_text="At most this many events (absent: all).", **_limits("limit"))
+    direction = serializers.ChoiceField(choices=DIRECTIONS, required=False, help_text="Default forward.")
 
 
 class TaskRequestSerializer(RequestSerializer):
-    """init, call and repair: the task's args and an optional idempotency key."""
+    """init, call and repair: the processor's args, an idempotency key, a context and a history range."""
 
     args = serializers.JSONField(required=False, allow_null=True, default=None)
-    idempotency_key = serializers.CharField(required=False, allow_null=True, default=None, max_length=1024)
+    idempotency_key = StrictCharField(
+        required=False, allow_null=True, default=None, max_length=MAX_IDEMPOTENCY_KEY_CHARS
+    )
+    context = serializers.JSONField(
+        required=False, allow_null=True, default=None, help_text="Passed to the processor and the timers it sets."
+    )
+    range = HistoryRangeSerializer(required=False, allow_null=True, default=None)
+
+
+class PutEventSerializer(RequestSerializer):
+    event_id = StrictIntegerField(min_value=1, max_value=MAX_EVENT_ID)
+    timestamp = serializers.JSONField(required=False, help_text="Unix seconds or ISO 8601 with a time zone.")
+    payload = serializers.JSONField(required=False, allow_null=True)
+    metadata = serializers.JSONField(required=False, allow_null=True)
+
+
+class PutProcessSerializer(RequestSerializer):
+    process_id = StrictCharField(required=False, max_length=MAX_PROCESS_ID_CHARS)
+    status = serializers.ChoiceField(choices=PROCESS_STATUSES, required=False, help_text="Default running.")
+    detail = StrictCharField(required=False, allow_null=True, allow_blank=True)
+    aux_state = serializers.JSONField(required=False, allow_null=True)
+    metadata = serializers.JSONField(required=False, allow_null=True)
+    history = PutEventSerializer(many=True, required=False)
 
 
 class PutSerializer(RequestSerializer):
-    """An imported process: {status, detail, aux_state, metadata, history: [{event_id, timestamp, payload, metadata}]}."""
+    """An imported process, and optionally its timer: ``{"set_timer": <seconds or ISO time>, "remove": true?}``
+    or ``"remove"``."""
 
-    process = serializers.JSONField()
+    process = PutProcessSerializer()
     action = serializers.JSONField(required=False, allow_null=True, default=None)
 
 
 class SimpleRepairSerializer(RequestSerializer):
-    context = serializers.JSONField(required=False, allow_null=True, default=None)
+    context = serializers.JSONField(
+        required=False, allow_null=True, default=None, help_text="Given to the processor of the timer that runs again."
+    )
 
 
 class RangeQuerySerializer(RequestSerializer):
-    offset = QueryIntegerField(required=False, min_value=0)
-    limit = QueryIntegerField(required=False, min_value=0, max_value=10_000)
+    offset = QueryIntegerField(required=False, **_limits("offset"))
+    limit = QueryIntegerField(required=False, **_limits("limit"))
     direction = serializers.ChoiceField(choices=DIRECTIONS, required=False)
+
+
+class NoParametersSerializer(RequestSerializer):
+    """A route that takes no query parameters: any is refused."""
 
 
 class ResponseSerializer(serializers.Serializer):

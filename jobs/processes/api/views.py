@@ -28,15 +28,23 @@ class ProcessTaskView(ProcessView):
     post_permission = "change"
     task_type: str
 
-    def prepare(self, namespace: str, process_id: str, body: dict) -> selectors.PreparedTask:
-        return services.process_task_prepare(self.task_type, namespace=namespace, process_id=process_id, **body)
+    def prepare(self, namespace: str, process_id: str, task_request: services.TaskRequest) -> selectors.PreparedTask:
+        return services.process_task_prepare(
+            self.task_type, namespace=namespace, process_id=process_id, request=task_request
+        )
 
     async def post(self, request, namespace, process_id):
         body = validated(s.TaskRequestSerializer, request.data)
+        task_request = services.TaskRequest(
+            args=body["args"],
+            idempotency_key=body["idempotency_key"],
+            context=body["context"],
+            history_range=body["range"],
+        )
         async with selectors.task_waiter_async() as wait:
-            task = await sync_to_async(self.prepare)(namespace, process_id, body)
+            task = await sync_to_async(self.prepare)(namespace, process_id, task_request)
             ended = await wait(task)
-        return Response({"response": services.task_result(ended)})
+        return Response(s.ResponseSerializer({"response": services.task_result(ended)}).data)
 
 
 _TASK_SCHEMA = {
@@ -57,8 +65,8 @@ _TASK_SCHEMA = {
 class ProcessInitView(ProcessTaskView):
     post_permission = "add"
 
-    def prepare(self, namespace, process_id, body):
-        return services.process_init_prepare(namespace=namespace, process_id=process_id, **body)
+    def prepare(self, namespace, process_id, task_request):
+        return services.process_init_prepare(namespace=namespace, process_id=process_id, request=task_request)
 
     @extend_schema(**_TASK_SCHEMA, summary="Start a process: run its init task and answer the processor's response")
     async def post(self, request, namespace, process_id):
@@ -89,7 +97,7 @@ class ProcessSimpleRepairView(ProcessView):
     )
     def post(self, request, namespace, process_id):
         body = validated(s.SimpleRepairSerializer, request.data)
-        services.process_simple_repair(namespace=namespace, process_id=process_id, **body)
+        services.process_simple_repair(namespace=namespace, process_id=process_id, context=body["context"])
         return Response({"response": "ok"})
 
 
@@ -116,14 +124,18 @@ class ProcessGetView(ProcessView):
     )
     async def put(self, request, namespace, process_id):
         body = validated(s.PutSerializer, request.data)
-        await sync_to_async(services.process_put)(namespace=namespace, process_id=process_id, **body)
+        await sync_to_async(services.process_put)(
+            namespace=namespace, process_id=process_id, process=body["process"], action=body["action"]
+        )
         return Response({"response": "ok"}, status=201)
 
 
 class ProcessTraceView(ProcessView):
     @extend_schema(responses=s.TraceSerializer, summary="Every task of a process, with its events")
     def get(self, request, namespace, process_id):
-        return Response({"tasks": selectors.process_trace(namespace=namespace, process_id=process_id)})
+        validated(s.NoParametersSerializer, request.query_params)
+        tasks = selectors.process_trace(namespace=namespace, process_id=process_id)
+        return Response(s.TraceSerializer({"tasks": tasks}).data)
 
 
 class NamespaceHealthView(ProcessView):
@@ -131,4 +143,5 @@ class NamespaceHealthView(ProcessView):
         responses=s.NamespaceHealthSerializer, summary="A namespace's health: processes by status, timers due"
     )
     def get(self, request, namespace):
+        validated(s.NoParametersSerializer, request.query_params)
         return Response(s.NamespaceHealthSerializer(selectors.namespace_health(namespace=namespace)).data)

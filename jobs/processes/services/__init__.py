@@ -7,6 +7,7 @@ Callers import the names from here: ``from jobs.processes import services; servi
 from jobs.processes.selectors import PreparedTask, StepTimeoutError
 from jobs.processes.services.clients import (
     ProcessorError,
+    TaskRequest,
     process_call,
     process_init,
     process_init_prepare,
@@ -35,6 +36,7 @@ __all__ = [
     "ProcessorError",
     "Result",
     "StepTimeoutError",
+    "TaskRequest",
     "is_running_race",
     "process_call",
     "process_init",

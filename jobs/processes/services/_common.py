@@ -7,27 +7,9 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from jobs.processes.models import (
-    CALL_TYPES,
-    MAX_PROCESS_ID_CHARS,
-    TASK_DONE_CHANNEL,
-    TIMER_TYPES,
-    WORK_CHANNEL,
-    Process,
-)
+from jobs.processes.models import CALL_TYPES, TASK_DONE_CHANNEL, TIMER_TYPES, WORK_CHANNEL, Process
 from jobs.services._db import _execute, _rows
-from pipeline_project.core.errors import InvalidInputError, NotFoundError
-from pipeline_project.core.storable import json_problem
-
-
-def check_process_id(process_id: str) -> None:
-    if not isinstance(process_id, str) or not 1 <= len(process_id) <= MAX_PROCESS_ID_CHARS or "\x00" in process_id:
-        raise InvalidInputError(f"process_id must be 1 to {MAX_PROCESS_ID_CHARS} characters, without NUL")
-
-
-def check_json(name: str, value: Any) -> None:
-    if problem := json_problem(value):
-        raise InvalidInputError(f"{name} cannot be stored: it {problem}")
+from pipeline_project.core.errors import NotFoundError
 
 
 def locked_process(namespace: str, process_id: str) -> Process:

@@ -2,22 +2,18 @@
 (on a NOTIFY); simple repair changes the process at once."""
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs.processes import metrics, registry
+from jobs.processes.inputs import check_idempotency_key, check_json, check_process_id
 from jobs.processes.models import TIMER_TYPES, WORK_CHANNEL, Process, Task
+from jobs.processes.ranges import history_range_clean
 from jobs.processes.selectors import PreparedTask, TaskOutcome, task_waiter
-from jobs.processes.services._common import (
-    check_json,
-    check_process_id,
-    dumps,
-    locked_process,
-    schedule_task,
-    set_status,
-)
+from jobs.processes.services._common import dumps, locked_process, schedule_task, set_status
 from jobs.services._db import _rows
 from pipeline_project.core.errors import ApplicationError, ConflictError, NotFoundError
 
@@ -29,47 +25,88 @@ class ProcessorError(ApplicationError):
     code = "processor_error"
 
 
+@dataclass(frozen=True)
+class TaskRequest:
+    """What a client's init, call or repair carries (progressor's request), checked when made:
+    the processor's args, an idempotency key, a context (the processor's ``context``, passed on
+    to the timers the task sets) and a history range (see ``ranges``; None: the namespace's)."""
 
-def process_init(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
+    args: Any = None
+    idempotency_key: str | None = None
+    context: Any = None
+    history_range: dict | None = None
+
+    def __post_init__(self):
+        check_json("args", self.args)
+        check_json("context", self.context)
+        check_idempotency_key(self.idempotency_key)
+        object.__setattr__(self, "history_range", history_range_clean(self.history_range))
+
+    @property
+    def metadata(self) -> dict | None:
+        """The task's metadata: its range, where the claim reads it (as progressor keeps it)."""
+        return None if self.history_range is None else {"range": self.history_range}
+
+
+def process_init(
+    *,
+    namespace: str,
+    process_id: str,
+    args: Any = None,
+    idempotency_key: str | None = None,
+    context: Any = None,
+    history_range: dict | None = None,
+) -> Any:
     """Create a process and run its init task; return the processor's response."""
+    request = TaskRequest(args=args, idempotency_key=idempotency_key, context=context, history_range=history_range)
     with task_waiter() as wait:
-        task = process_init_prepare(
-            namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
-        )
-        return task_result(wait(task))
+        return task_result(wait(process_init_prepare(namespace=namespace, process_id=process_id, request=request)))
 
 
-def process_call(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
+def process_call(
+    *,
+    namespace: str,
+    process_id: str,
+    args: Any = None,
+    idempotency_key: str | None = None,
+    context: Any = None,
+    history_range: dict | None = None,
+) -> Any:
     """Run a call on a running process and return the processor's response.
 
     A call that arrives while another task of the process runs waits for it and runs next,
     before any timer; the process's timers are blocked until the call has run.
     """
+    request = TaskRequest(args=args, idempotency_key=idempotency_key, context=context, history_range=history_range)
     with task_waiter() as wait:
-        task = process_task_prepare(
-            "call", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
+        return task_result(
+            wait(process_task_prepare("call", namespace=namespace, process_id=process_id, request=request))
         )
-        return task_result(wait(task))
 
 
-def process_repair(*, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None) -> Any:
+def process_repair(
+    *,
+    namespace: str,
+    process_id: str,
+    args: Any = None,
+    idempotency_key: str | None = None,
+    context: Any = None,
+    history_range: dict | None = None,
+) -> Any:
     """Run the processor with task type ``repair`` on a process in ``error``."""
+    request = TaskRequest(args=args, idempotency_key=idempotency_key, context=context, history_range=history_range)
     with task_waiter() as wait:
-        task = process_task_prepare(
-            "repair", namespace=namespace, process_id=process_id, args=args, idempotency_key=idempotency_key
+        return task_result(
+            wait(process_task_prepare("repair", namespace=namespace, process_id=process_id, request=request))
         )
-        return task_result(wait(task))
 
 
-def process_init_prepare(
-    *, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None
-) -> PreparedTask:
+def process_init_prepare(*, namespace: str, process_id: str, request: TaskRequest = TaskRequest()) -> PreparedTask:
     """A new process with its init task waiting (or the task an idempotency key names)."""
     definition = registry.require(namespace)
     check_process_id(process_id)
-    check_json("args", args)
     started = time.perf_counter()
-    task_id = _replayed(idempotency_key)
+    task_id = _replayed(request.idempotency_key)
     if task_id is None:
         try:
             with transaction.atomic():
@@ -77,9 +114,17 @@ def process_init_prepare(
                 process = Process.objects.create(
                     namespace=namespace, process_id=process_id, status="init", status_changed_at=now, created_at=now
                 )
-                task_id = schedule_task(process, "init", args=args, idempotency_key=idempotency_key, at=now)
+                task_id = schedule_task(
+                    process,
+                    "init",
+                    args=request.args,
+                    metadata=request.metadata,
+                    context=request.context,
+                    idempotency_key=request.idempotency_key,
+                    at=now,
+                )
         except IntegrityError as exc:
-            task_id = _replayed(idempotency_key)
+            task_id = _replayed(request.idempotency_key)
             if task_id is None:
                 if "ux_dl_processes_ns_id" in str(exc):
                     raise ConflictError("process already exists", code="process_exists") from None
@@ -97,9 +142,10 @@ WITH p AS (
     SELECT id, status FROM dl_processes WHERE namespace = %(namespace)s AND process_id = %(process_id)s FOR UPDATE
 ),
 task AS (
-    INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, args, idempotency_key,
-                               last_retry_interval, attempts_count)
-    SELECT p.id, %(type)s, 'waiting', now(), %(args)s::jsonb, %(key)s, 0, 0 FROM p WHERE p.status = %(wanted)s
+    INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, args, metadata, context,
+                               idempotency_key, last_retry_interval, attempts_count)
+    SELECT p.id, %(type)s, 'waiting', now(), %(args)s::jsonb, %(metadata)s::jsonb, %(context)s::jsonb, %(key)s, 0, 0
+    FROM p WHERE p.status = %(wanted)s
     RETURNING task_id, process_pk, scheduled_time
 ),
 scheduled AS (
@@ -122,15 +168,15 @@ FROM (SELECT 1) AS one LEFT JOIN task ON true
 
 
 def process_task_prepare(
-    task_type: str, *, namespace: str, process_id: str, args: Any = None, idempotency_key: str | None = None
+    task_type: str, *, namespace: str, process_id: str, request: TaskRequest = TaskRequest()
 ) -> PreparedTask:
     """A call (on a running process) or repair (on one in error) waiting in the schedule, or
     the task an idempotency key names. The process's timers are blocked until it has run
     (then its result sets, cancels or unblocks them)."""
     definition = registry.require(namespace)
-    check_json("args", args)
+    check_process_id(process_id)
     started = time.perf_counter()
-    task_id = _replayed(idempotency_key)
+    task_id = _replayed(request.idempotency_key)
     if task_id is None:
         wanted = "error" if task_type == "repair" else "running"
         try:
@@ -140,14 +186,16 @@ def process_task_prepare(
                     "namespace": namespace,
                     "process_id": process_id,
                     "type": task_type,
-                    "args": dumps(args),
-                    "key": idempotency_key,
+                    "args": dumps(request.args),
+                    "metadata": dumps(request.metadata),
+                    "context": dumps(request.context),
+                    "key": request.idempotency_key,
                     "wanted": wanted,
                     "channel": WORK_CHANNEL,
                 },
             )
         except IntegrityError:
-            task_id = _replayed(idempotency_key)
+            task_id = _replayed(request.idempotency_key)
             if task_id is None:
                 raise
         else:
@@ -170,9 +218,10 @@ def process_simple_repair(*, namespace: str, process_id: str, context: Any = Non
     """Put a process in ``error`` back to ``running`` without its processor.
 
     If a timeout or remove task corrupted it, that task is scheduled again (metadata
-    ``kind: simple_repair``, the given context).
+    ``kind: simple_repair``) with the given context, which its processor gets.
     """
     registry.require(namespace)
+    check_process_id(process_id)
     check_json("context", context)
     with transaction.atomic():
         process = locked_process(namespace, process_id)

@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from jobs.processes import registry
 from jobs.processes.models import MAX_EVENT_ID, Process, Task
-from jobs.processes.services._common import check_json, check_process_id, dumps, event_time, schedule_task, timer_time
+from jobs.processes.inputs import check_json, check_process_id
+from jobs.processes.services._common import dumps, event_time, schedule_task, timer_time
 from jobs.services._db import _execute
 from pipeline_project.core.errors import ConflictError, InvalidInputError
 

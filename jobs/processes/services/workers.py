@@ -13,7 +13,7 @@ from django.utils import timezone
 from jobs.processes import registry
 from jobs.processes.models import TASK_DONE_CHANNEL, WORK_CHANNEL, Process, Task
 from jobs.processes.registry import ProcessView
-from jobs.processes.selectors import history_range_clean, view_from, view_select
+from jobs.processes.selectors import VIEW_COLUMNS, view_from
 from jobs.processes.services._common import cancel_scheduled, dumps, end_task, schedule_task, set_status, timer_time
 from jobs.services._db import _execute, _json, _rows
 from pipeline_project.core.storable import json_problem
@@ -35,16 +35,16 @@ class ClaimedTask:
 CLAIM_WINDOW = 256
 
 
-def tasks_claim(*, namespace: str, limit: int, worker: str, history_range: dict | None = None) -> list[ClaimedTask]:
+def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]:
     """Claim up to ``limit`` due tasks of a namespace, at most one per process, none of a
-    process that runs one; a process's calls go before its timers.
+    process that runs one; a process's calls go before its timers. Each comes with its process
+    as its processor sees it: the history in the task's range, else the namespace's.
 
     Two workers that pick different tasks of one process at once both try to insert its
     ``dl_proc_running`` row; its primary key lets one win, and the other's statement fails
     with a unique violation (``is_running_race``) and simply claims again.
     """
-    history_range = history_range_clean(history_range)
-    view_columns, view_params = view_select(history_range)
+    definition = registry.require(namespace)
     rows = _rows(
         f"""
         WITH candidates AS MATERIALIZED (
@@ -78,11 +78,21 @@ def tasks_claim(*, namespace: str, limit: int, worker: str, history_range: dict 
         claimed AS (
             UPDATE dl_proc_tasks t SET status = 'running', running_time = now()
             FROM started WHERE t.task_id = started.task_id
-            RETURNING t.task_id, t.process_pk, t.task_type, t.args, t.context, t.attempts_count, t.last_retry_interval
+            RETURNING t.task_id, t.process_pk, t.task_type, t.args, t.context, t.attempts_count,
+                      t.last_retry_interval, t.metadata -> 'range' AS range
         )
-        SELECT c.*, {view_columns} FROM claimed c JOIN dl_processes p ON p.id = c.process_pk
+        SELECT c.task_id, c.process_pk, c.task_type, c.args, c.context, c.attempts_count, c.last_retry_interval,
+               {VIEW_COLUMNS}
+        FROM claimed c JOIN dl_processes p ON p.id = c.process_pk
+        CROSS JOIN LATERAL (SELECT coalesce(c.range, %(default_range)s::jsonb) AS range) AS r
         """,
-        {"namespace": namespace, "window": CLAIM_WINDOW, "limit": limit, "worker": worker, **view_params},
+        {
+            "namespace": namespace,
+            "window": CLAIM_WINDOW,
+            "limit": limit,
+            "worker": worker,
+            "default_range": dumps(definition.history_range or {}),
+        },
     )
     return [
         ClaimedTask(
@@ -93,7 +103,7 @@ def tasks_claim(*, namespace: str, limit: int, worker: str, history_range: dict 
             _json(context),
             attempts,
             float(interval),
-            view=view_from(view, history_range),
+            view=view_from(view),
         )
         for task_id, process_pk, task_type, args, context, attempts, interval, *view in rows
     ]
@@ -248,8 +258,9 @@ unblocked AS (
 ),
 unblocked_tasks AS (UPDATE dl_proc_tasks t SET status = 'waiting' FROM unblocked u WHERE t.task_id = u.task_id),
 new_timer AS (
-    INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, last_retry_interval, attempts_count)
-    SELECT p.id, %(timer_type)s, 'waiting', %(timer_at)s, 0, 0 FROM p WHERE %(action)s = 'set_timer'
+    INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, context, last_retry_interval,
+                               attempts_count)
+    SELECT p.id, %(timer_type)s, 'waiting', %(timer_at)s, %(context)s::jsonb, 0, 0 FROM p WHERE %(action)s = 'set_timer'
     RETURNING task_id, process_pk, task_type, scheduled_time
 ),
 new_schedule AS (
@@ -292,6 +303,7 @@ def _succeeded(task: ClaimedTask, namespace: str, result: Result) -> None:
             "action": result.action or "none",
             "timer_type": "remove" if result.timer_removes else "timeout",
             "timer_at": result.timer_at,
+            "context": dumps(task.context),  # the timer carries the task's context on, as in progressor
             "response": dumps(result.response),
             "namespace": namespace,
             "done": TASK_DONE_CHANNEL,
@@ -301,12 +313,12 @@ def _succeeded(task: ClaimedTask, namespace: str, result: Result) -> None:
     )
     corrupting = rows[0][0] if rows else None
     if task.task_type == "repair" and corrupting and result.action != "set_timer":
-        # A repaired timeout runs again.
+        # A repaired timeout runs again, with its args and context.
         with transaction.atomic():
             timeout = Task.objects.filter(task_id=corrupting, task_type="timeout").first()
             process = Process.objects.filter(id=task.process_pk).first()
             if timeout is not None and process is not None:
-                schedule_task(process, "timeout", args=timeout.args, at=timezone.now())
+                schedule_task(process, "timeout", args=timeout.args, context=timeout.context, at=timezone.now())
 
 
 def _failed(process: Process, task: ClaimedTask, reason: str, definition: registry.Namespace | None) -> None:

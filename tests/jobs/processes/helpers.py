@@ -1,4 +1,5 @@
 import threading
+import uuid
 from contextlib import contextmanager
 
 from django.db import connections
@@ -28,3 +29,7 @@ def thread(target, **kwargs) -> threading.Thread:
     started = threading.Thread(target=run, daemon=True)
     started.start()
     return started
+
+
+def new_id() -> str:
+    return f"p-{uuid.uuid4().hex[:12]}"

@@ -12,12 +12,13 @@ overlaps: list[str] = []
 _lock = threading.Lock()
 
 
-def run_script(task_type, args, process):
+def run_script(task_type, args, process, context=None):
     """Does what the task's script says: init/call/repair scripts are their args; a timeout
     takes the next script from aux_state["on_timeout"] (a list), whose rest it keeps.
 
     Script keys: events, action, response, aux_state, metadata (returned as they are), sleep
-    (seconds to take), error (returned as the error), raise (raised).
+    (seconds to take), error (returned as the error), raise (raised), observe (answer what the
+    processor got, see ``observed``, and keep it in aux_state["observed"]).
     """
     with _lock:
         running[process.process_id] += 1
@@ -30,6 +31,10 @@ def run_script(task_type, args, process):
             script = {"aux_state": {**(process.aux_state or {}), "on_timeout": queue}, **script}
         else:
             script = dict(args or {})
+        if script.pop("observe", False):
+            seen = observed(task_type, process, context)
+            script["aux_state"] = {**script.get("aux_state", process.aux_state or {}), "observed": seen}
+            script.setdefault("response", seen)
         time.sleep(script.pop("sleep", 0))
         if "raise" in script:
             raise RuntimeError(script["raise"])
@@ -43,5 +48,18 @@ def run_script(task_type, args, process):
             running[process.process_id] -= 1
 
 
+def observed(task_type, process, context) -> dict:
+    """What a processor got: the task type, the ids of the history's events in their order,
+    the range they were read in, and the context."""
+    return {
+        "task_type": task_type,
+        "history": [event["event_id"] for event in process.history],
+        "range": process.range,
+        "context": context,
+    }
+
+
 namespace("test.scripted", retry_policy=RETRIES, process_step_timeout=5.0)(run_script)
 namespace("test.quick", retry_policy=RETRIES, process_step_timeout=0.5)(run_script)
+# A namespace whose processors get the last two events unless a task names its own range.
+namespace("test.ranged", process_step_timeout=5.0, history_range={"direction": "backward", "limit": 2})(run_script)
