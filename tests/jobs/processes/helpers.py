@@ -1,10 +1,14 @@
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from contextlib import contextmanager
 
+import pytest
 from django.db import connections
 
 import tests.jobs.processes.processors  # noqa: F401  (registers the test.* namespaces)
+from jobs.processes import services
 from jobs.worker import WorkerConfig
 from tests.jobs.helpers import FAST, worker_in_thread
 
@@ -33,3 +37,85 @@ def thread(target, **kwargs) -> threading.Thread:
 
 def new_id() -> str:
     return f"p-{uuid.uuid4().hex[:12]}"
+
+
+def readers_racing(write: Callable[[], None], read: Callable[[], object], *, readers: int = 3) -> list:
+    """``read()`` in ``readers`` threads, again and again, while ``write()`` runs in this one;
+    every answer (or the exception raised instead), in the order each reader got them."""
+    writing = threading.Event()
+    writing.set()
+    answers: list[list] = [[] for _ in range(readers)]
+
+    def reading(mine: list) -> None:
+        while writing.is_set():
+            try:
+                mine.append(read())
+            except Exception as exc:  # noqa: BLE001 - judged by the test
+                mine.append(exc)
+
+    started = [thread(reading, mine=mine) for mine in answers]
+    try:
+        write()
+    finally:
+        writing.clear()
+        for reader in started:
+            reader.join(30)
+    return [answer for mine in answers for answer in mine]
+
+
+# Writers for readers to race, and what a reader must see: one state of the process.
+
+CYCLES = 40
+
+
+def cycle_through_statuses(pid: str) -> Callable[[], None]:
+    """Writes: a call adds an event, a failing call puts the process in error, a repair (one
+    event) back to running; CYCLES times."""
+
+    def write() -> None:
+        for n in range(CYCLES):
+            services.process_call(namespace="test.scripted", process_id=pid, args={"events": [n]})
+            with pytest.raises(services.ProcessorError):
+                services.process_call(namespace="test.scripted", process_id=pid, args={"error": "boom"})
+            services.process_repair(namespace="test.scripted", process_id=pid, args={"events": ["repaired"]})
+
+    return write
+
+
+def check_process(got: dict) -> None:
+    """A process as it was at one moment: its status agrees with its error fields, its history
+    with its last event id."""
+    if got["status"] == "error":
+        assert (got["previous_status"], got["detail"]) == ("running", "boom") and got["corrupted_by"], got
+    else:
+        assert (got["status"], got["detail"], got["corrupted_by"]) == ("running", None, None), got
+    assert [event["event_id"] for event in got["history"]] == list(range(1, got["last_event_id"] + 1)), got
+
+
+def check_trace(tasks: list[dict]) -> None:
+    """A trace as it was at one moment: each finished call or repair has its one event, no other task has any."""
+    for task in tasks:
+        expected = 1 if task["status"] == "finished" and task["task_type"] in ("call", "repair") else 0
+        assert len(task["events"]) == expected, tasks
+
+
+def remove_one_after_another(current: list) -> Callable[[], None]:
+    """Writes: CYCLES processes, each started with events and removed by its next call;
+    ``current[0]`` names the one alive."""
+
+    def write() -> None:
+        for _ in range(CYCLES):
+            pid = new_id()
+            services.process_init(namespace="test.scripted", process_id=pid, args={"events": ["a", "b"]})
+            current[0] = pid
+            time.sleep(0.005)
+            services.process_call(namespace="test.scripted", process_id=pid, args={"events": ["c"], "action": "remove"})
+
+    return write
+
+
+def outcome(read: Callable[[], object]) -> object:
+    try:
+        return read()
+    except Exception as exc:  # noqa: BLE001 - judged by the test
+        return exc

@@ -1,11 +1,15 @@
-"""The processes admin, rendered through the test client."""
+"""The processes admin, rendered through the test client; each page one snapshot."""
 
+import time
 import uuid
+
+from django.db import connection
+from django.test import Client
 
 from jobs.processes import services
 from jobs.processes.models import Process, Task
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.jobs.processes.helpers import serving
+from tests.jobs.processes.helpers import CYCLES, readers_racing, serving
 
 pytestmark = ALL_DATABASES_COMMITTED
 CHANGELIST = "/admin/processes/process/"
@@ -60,3 +64,51 @@ def test_simple_repair_action_puts_processes_in_error_back_to_running(admin_clie
     ]
     assert Process.objects.get(pk=broken.pk).status == "running"
     assert Task.objects.filter(process=broken, task_type="call", status="error").exists()
+
+
+def test_every_admin_page_reads_the_processes_in_one_repeatable_read_transaction(admin_client):
+    with serving():
+        process = started(events=["hello"], action={"set_timer": 600})
+    pages = [
+        CHANGELIST,
+        f"{CHANGELIST}?namespace=test.scripted&status__exact=running",
+        f"{CHANGELIST}{process.pk}/change/",
+        f"{CHANGELIST}{process.pk}/history/",
+        f"{CHANGELIST}namespaces/",
+    ]
+    for page in pages:
+        transactions, statements = [], []
+
+        def record(execute, sql, params, many, context):
+            outermost = connection.atomic_blocks[0] if connection.atomic_blocks else None
+            if "REPEATABLE READ" in sql:
+                transactions.append(outermost)
+            elif "dl_proc" in sql or "dl_processes" in sql:
+                statements.append(outermost)
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(record):
+            assert admin_client.get(page).status_code == 200, page
+        assert len(transactions) == 1 and transactions[0] is not None, page
+        assert statements and all(block is transactions[0] for block in statements), page
+
+
+def test_a_process_page_during_removal_is_shown_or_redirected_never_an_error(admin_user):
+    current = [None]
+
+    def read():
+        client = Client()
+        client.force_login(admin_user)
+        return client.get(f"{CHANGELIST}{current[0]}/change/").status_code if current[0] else 200
+
+    def write():
+        for _ in range(CYCLES):
+            process = started(events=["a"])
+            current[0] = process.pk
+            time.sleep(0.01)
+            services.process_call(namespace="test.scripted", process_id=process.process_id, args={"action": "remove"})
+
+    with serving():
+        answers = readers_racing(write, read)
+
+    assert set(answers) == {200, 302}, [answer for answer in answers if answer not in (200, 302)][:3]

@@ -1,11 +1,21 @@
 """/api/v1/processes over HTTP (the test client), with a real worker runtime serving the namespaces."""
 
+import threading
 import uuid
 
 import pytest
+from rest_framework.test import APIClient
 
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.jobs.processes.helpers import serving
+from tests.jobs.processes.helpers import (
+    CYCLES,
+    check_process,
+    check_trace,
+    cycle_through_statuses,
+    readers_racing,
+    remove_one_after_another,
+    serving,
+)
 
 pytestmark = ALL_DATABASES_COMMITTED
 BASE = "/api/v1/processes/test.scripted"
@@ -68,3 +78,51 @@ def test_put_imports_a_process(api):
     assert created.status_code == 201 and again.status_code == 409 and bad.status_code == 400
     got = api.get(f"{BASE}/{pid}").json()
     assert (got["status"], got["detail"], got["last_event_id"]) == ("error", "elsewhere", 3)
+
+
+def client_with(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def test_get_and_trace_over_http_during_state_changes_answer_one_state(api, api_token):
+    pid = new_id()
+    clients = threading.local()
+
+    def read():
+        if not hasattr(clients, "client"):
+            clients.client = client_with(api_token)
+        return clients.client.get(f"{BASE}/{pid}"), clients.client.get(f"{BASE}/{pid}/trace")
+
+    with serving():
+        api.post(f"{BASE}/{pid}/init", {}, format="json")
+        answers = readers_racing(cycle_through_statuses(pid), read)
+
+    assert len(answers) > CYCLES
+    for got, trace in answers:
+        assert (got.status_code, trace.status_code) == (200, 200), (got.content, trace.content)
+        check_process(got.json())
+        check_trace(trace.json()["tasks"])
+
+
+def test_get_and_trace_over_http_during_removal_answer_200_or_404(api_token):
+    current = [new_id()]
+    clients = threading.local()
+
+    def read():
+        if not hasattr(clients, "client"):
+            clients.client = client_with(api_token)
+        pid = current[0]
+        return clients.client.get(f"{BASE}/{pid}"), clients.client.get(f"{BASE}/{pid}/trace")
+
+    with serving():
+        answers = readers_racing(remove_one_after_another(current), read)
+
+    statuses = {response.status_code for pair in answers for response in pair}
+    assert statuses == {200, 404}, [r.content for pair in answers for r in pair if r.status_code not in (200, 404)][:3]
+    for got, _trace in answers:
+        if got.status_code == 200:
+            check_process(got.json())
+        else:
+            assert got.json()["message"] in ("process not found",)
