@@ -7,9 +7,11 @@ each process runs now (its primary key on the process is the guarantee that a pr
 at most one task, whoever claims), and ``dl_proc_events`` the events processors emitted.
 """
 
+from datetime import timedelta
+
 from django.db import models
-from django.db.models import Q
-from django.db.models.functions import Length
+from django.db.models import ExpressionWrapper, Q
+from django.db.models.functions import Length, Now
 from django.db.models.lookups import Range
 
 PROCESS_STATUSES = ("init", "running", "error")
@@ -26,6 +28,7 @@ MAX_PROCESS_ID_CHARS = 256
 MAX_IDEMPOTENCY_KEY_CHARS = 1024
 MAX_IDEMPOTENCY_KEY_BYTES = 2048  # a unique btree index entry holds about 2,700
 MAX_EVENT_ID = 2**31 - 1  # event ids are PostgreSQL integers
+DEFAULT_STEP_TIMEOUT_SEC = 60.0  # a namespace's process_step_timeout unless it names one
 
 
 def _one_of(field: str, values: tuple[str, ...], name: str) -> models.CheckConstraint:
@@ -123,11 +126,19 @@ class Running(models.Model):
     namespace = models.TextField()
     task_type = models.TextField()
     running_time = models.DateTimeField()
+    # When the task should have ended: its claim plus its namespace's step timeout, written by
+    # the claim so that any worker can collect it as a zombie without knowing its namespace.
+    # (A row written without one, by a worker from before this column, gets the default.)
+    deadline = models.DateTimeField(
+        db_default=ExpressionWrapper(
+            Now() + timedelta(seconds=DEFAULT_STEP_TIMEOUT_SEC), output_field=models.DateTimeField()
+        )
+    )
     worker = models.TextField()
 
     class Meta:
         db_table = "dl_proc_running"
-        indexes = [models.Index(fields=["running_time"], name="ix_dl_proc_running_time")]
+        indexes = [models.Index(fields=["deadline"], name="ix_dl_proc_running_deadline")]
 
 
 class Event(models.Model):

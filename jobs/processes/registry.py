@@ -31,6 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import autodiscover_modules
 
+from jobs.processes.models import DEFAULT_STEP_TIMEOUT_SEC
 from jobs.processes.ranges import history_range_problem
 from pipeline_project.core.errors import NotFoundError
 
@@ -76,7 +77,7 @@ class Namespace:
     name: str
     processor: Callable[[str, Any, ProcessView], Any]
     retry_policy: RetryPolicy = RetryPolicy()
-    process_step_timeout: float = 60.0
+    process_step_timeout: float = DEFAULT_STEP_TIMEOUT_SEC
     concurrency: int = 10
     history_range: dict | None = None  # the events a processor gets unless its task names a range (None: all)
     takes_context: bool = field(init=False)
@@ -108,7 +109,7 @@ def namespace(
     name: str,
     *,
     retry_policy: RetryPolicy = RetryPolicy(),
-    process_step_timeout: float = 60.0,
+    process_step_timeout: float = DEFAULT_STEP_TIMEOUT_SEC,
     concurrency: int = 10,
     history_range: dict | None = None,
 ):

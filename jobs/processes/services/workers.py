@@ -71,8 +71,10 @@ def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]
             RETURNING s.task_id, s.process_pk, s.task_type, s.namespace
         ),
         started AS (
-            INSERT INTO dl_proc_running (process_pk, task_id, namespace, task_type, running_time, worker)
-            SELECT process_pk, task_id, namespace, task_type, now(), %(worker)s FROM unscheduled
+            INSERT INTO dl_proc_running (process_pk, task_id, namespace, task_type, running_time, deadline, worker)
+            SELECT process_pk, task_id, namespace, task_type, now(), now() + make_interval(secs => %(step_timeout)s),
+                   %(worker)s
+            FROM unscheduled
             RETURNING task_id
         ),
         claimed AS (
@@ -91,6 +93,7 @@ def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]
             "window": CLAIM_WINDOW,
             "limit": limit,
             "worker": worker,
+            "step_timeout": definition.process_step_timeout,
             "default_range": dumps(definition.history_range or {}),
         },
     )
@@ -361,17 +364,19 @@ def _failed(process: Process, task: ClaimedTask, reason: str, definition: regist
     end_task(task.task_id, status="error", response={"error": reason}, attempts=task.attempts_count + 1)
 
 
-def zombies_collect(*, namespace: str, older_than_sec: float) -> int:
-    """Running tasks older than ``older_than_sec`` (their worker died): each process goes to
-    ``error`` (``zombie detected``), its task errs, its other tasks are cancelled."""
+def zombies_collect(*, namespace: str, margin_sec: float) -> int:
+    """Tasks of ``namespace`` still running ``margin_sec`` after their deadline (the claim's
+    time plus the step timeout, on the row: the namespace's processor need not be known here;
+    their worker died): each process goes to ``error`` (``zombie detected``), its task errs,
+    its other tasks are cancelled."""
     with transaction.atomic():
         rows = _rows(
             """
             DELETE FROM dl_proc_running
-            WHERE namespace = %s AND running_time < now() - make_interval(secs => %s)
+            WHERE namespace = %s AND deadline < now() - make_interval(secs => %s)
             RETURNING process_pk, task_id
             """,
-            [namespace, older_than_sec],
+            [namespace, margin_sec],
         )
         for process_pk, task_id in rows:
             process = Process.objects.select_for_update().get(id=process_pk)

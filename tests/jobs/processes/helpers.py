@@ -3,12 +3,15 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import contextmanager
+from datetime import timedelta
 
 import pytest
 from django.db import connections
+from django.utils import timezone
 
 import tests.jobs.processes.processors  # noqa: F401  (registers the test.* namespaces)
 from jobs.processes import services
+from jobs.processes.models import Process, Running, Task
 from jobs.worker import WorkerConfig
 from tests.jobs.helpers import FAST, worker_in_thread
 
@@ -37,6 +40,28 @@ def thread(target, **kwargs) -> threading.Thread:
 
 def new_id() -> str:
     return f"p-{uuid.uuid4().hex[:12]}"
+
+
+def plant_running_task(namespace: str, *, deadline_in_sec: float, worker: str = "gone") -> Task:
+    """A running process whose timeout task a worker claimed and left in dl_proc_running (a
+    worker killed mid-task), its deadline ``deadline_in_sec`` from now (negative: passed)."""
+    now = timezone.now()
+    process = Process.objects.create(
+        namespace=namespace, process_id=new_id(), status="running", status_changed_at=now, created_at=now
+    )
+    task = Task.objects.create(
+        process=process, task_type="timeout", status="running", scheduled_time=now, running_time=now
+    )
+    Running.objects.create(
+        process=process,
+        task=task,
+        namespace=namespace,
+        task_type="timeout",
+        running_time=now,
+        deadline=now + timedelta(seconds=deadline_in_sec),
+        worker=worker,
+    )
+    return task
 
 
 def readers_racing(write: Callable[[], None], read: Callable[[], object], *, readers: int = 3) -> list:

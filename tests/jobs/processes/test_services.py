@@ -388,7 +388,13 @@ def test_put_of_a_process_with_a_running_task_from_the_past_is_collected_as_a_zo
         process=process, task_type="timeout", status="running", scheduled_time=long_ago, running_time=long_ago
     )
     Running.objects.create(
-        process=process, task=stuck, namespace="test.quick", task_type="timeout", running_time=long_ago, worker="gone"
+        process=process,
+        task=stuck,
+        namespace="test.quick",
+        task_type="timeout",
+        running_time=long_ago,
+        deadline=long_ago,
+        worker="gone",
     )
 
     with serving(namespaces={"test.quick": 1}):
