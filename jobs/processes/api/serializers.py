@@ -30,7 +30,7 @@ class TaskRequestSerializer(RequestSerializer):
 
     args = serializers.JSONField(required=False, allow_null=True, default=None)
     idempotency_key = StrictCharField(
-        required=False, allow_null=True, default=None, max_length=MAX_IDEMPOTENCY_KEY_CHARS
+        required=False, allow_null=True, default=None, max_length=MAX_IDEMPOTENCY_KEY_CHARS, trim_whitespace=False
     )
     context = serializers.JSONField(
         required=False, allow_null=True, default=None, help_text="Passed to the processor and the timers it sets."
@@ -46,9 +46,9 @@ class PutEventSerializer(RequestSerializer):
 
 
 class PutProcessSerializer(RequestSerializer):
-    process_id = StrictCharField(required=False, max_length=MAX_PROCESS_ID_CHARS)
+    process_id = StrictCharField(required=False, max_length=MAX_PROCESS_ID_CHARS, trim_whitespace=False)
     status = serializers.ChoiceField(choices=PROCESS_STATUSES, required=False, help_text="Default running.")
-    detail = StrictCharField(required=False, allow_null=True, allow_blank=True)
+    detail = StrictCharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     aux_state = serializers.JSONField(required=False, allow_null=True)
     metadata = serializers.JSONField(required=False, allow_null=True)
     history = PutEventSerializer(many=True, required=False)

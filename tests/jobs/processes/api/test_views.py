@@ -6,6 +6,7 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
+from jobs.processes.models import Process, Task
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.processes.helpers import (
     CYCLES,
@@ -126,3 +127,144 @@ def test_get_and_trace_over_http_during_removal_answer_200_or_404(api_token):
             check_process(got.json())
         else:
             assert got.json()["message"] in ("process not found",)
+
+
+# --- strict request bodies: refused before any service runs, in the error shape --------------
+
+BAD_RANGES = [
+    "forward",
+    [],
+    {"offset": -1},
+    {"offset": 2**31},
+    {"limit": 10**30},
+    {"offset": "1"},
+    {"limit": 1.5},
+    {"offset": True},
+    {"limit": None},
+    {"direction": "sideways"},
+    {"direction": 1},
+    {"bogus": 1},
+]
+BAD_TASK_BODIES = [
+    [],
+    "args",
+    7,
+    {"argz": 1},
+    {"idempotency_key": 123},
+    {"idempotency_key": ""},
+    {"idempotency_key": "k" * 1025},
+    {"idempotency_key": "\U0001f600" * 600},  # 600 characters, 2,400 bytes: more than its index holds
+    {"idempotency_key": ["k"]},
+    *({"range": bad} for bad in BAD_RANGES),
+]
+
+
+def assert_refused(response, status=400):
+    assert response.status_code == status, response.content
+    assert set(response.json()) == {"code", "message", "details"}
+
+
+@pytest.mark.parametrize("body", BAD_TASK_BODIES)
+@pytest.mark.parametrize("task", ["init", "call", "repair"])
+def test_a_malformed_task_body_is_refused_and_nothing_is_written(api, task, body):
+    assert_refused(api.post(f"{BASE}/{new_id()}/{task}", body, format="json"))
+    assert not Task.objects.exists() and not Process.objects.exists()
+
+
+@pytest.mark.parametrize("body", [[], {"context": 1, "bogus": 2}, {"contxt": {}}])
+def test_a_malformed_simple_repair_body_is_refused(api, body):
+    assert_refused(api.post(f"{BASE}/{new_id()}/simple_repair", body, format="json"))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        [],
+        {"process": "x"},
+        {"process": {}, "extra": 1},
+        {"process": {"bogus": 1}},
+        {"process": {"status": 1}},
+        {"process": {"status": "done"}},
+        {"process": {"detail": 5}},
+        {"process": {"process_id": "x" * 300}},
+        {"process": {"history": "x"}},
+        {"process": {"history": [{"event_id": "1"}]}},
+        {"process": {"history": [{"event_id": 0}]}},
+        {"process": {"history": [{"event_id": 2**31}]}},
+        {"process": {"history": [{"event_id": 1, "bogus": 1}]}},
+        {"process": {"history": [{"payload": 1}]}},
+        {"process": {"history": [{"event_id": 1}, {"event_id": 1}]}},
+        {"process": {}, "action": "explode"},
+        {"process": {}, "action": {"set_timer": "tomorrow"}},
+    ],
+)
+def test_a_malformed_put_body_is_refused_and_nothing_is_written(api, body):
+    assert_refused(api.put(f"{BASE}/{new_id()}", body, format="json"))
+    assert not Process.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"offset": "-1"},
+        {"offset": "abc"},
+        {"offset": "1.5"},
+        {"offset": "99999999999"},
+        {"limit": "2147483648"},
+        {"limit": "１"},
+        {"direction": "up"},
+        {"bogus": "1"},
+    ],
+)
+def test_a_malformed_range_query_is_refused(api, query):
+    assert_refused(api.get(f"{BASE}/{new_id()}", query))
+
+
+@pytest.mark.parametrize("path", ["p/trace", "health"])
+def test_routes_without_parameters_refuse_any(api, path):
+    assert_refused(api.get(f"{BASE}/{path}", {"bogus": "1"}))
+
+
+@pytest.mark.parametrize(
+    ("method", "suffix"), [("get", ""), ("get", "/trace"), ("post", "/call"), ("post", "/init"), ("put", "")]
+)
+def test_a_process_id_with_a_nul_or_too_long_is_refused_not_a_crash(api, method, suffix):
+    for process_id in ("a%00b", "x" * 300):
+        body = {"process": {}} if method == "put" else {}
+        assert_refused(getattr(api, method)(f"{BASE}/{process_id}{suffix}", body, format="json"))
+
+
+def test_a_call_over_http_with_a_range_and_a_context(api):
+    pid = new_id()
+    with serving():
+        api.post(f"{BASE}/{pid}/init", {"args": {"events": [1, 2, 3, 4]}}, format="json")
+        called = api.post(
+            f"{BASE}/{pid}/call",
+            {
+                "args": {"observe": True},
+                "range": {"direction": "backward", "offset": 4, "limit": 2},
+                "context": {"trace_id": "t-1"},
+            },
+            format="json",
+        )
+
+    assert called.status_code == 200, called.content
+    assert called.json()["response"] == {
+        "task_type": "call",
+        "history": [3, 2],
+        "range": {"direction": "backward", "offset": 4, "limit": 2},
+        "context": {"trace_id": "t-1"},
+    }
+
+
+def test_an_idempotency_key_is_taken_as_sent(api):
+    pid = new_id()
+    with serving():
+        api.post(f"{BASE}/{pid}/init", {"idempotency_key": f" {pid} "}, format="json")
+        api.post(f"{BASE}/{pid}/call", {"idempotency_key": f"{pid}", "args": {"events": ["x"]}}, format="json")
+
+    assert sorted(Task.objects.filter(process__process_id=pid).values_list("idempotency_key", flat=True)) == [
+        f" {pid} ",
+        pid,
+    ]
