@@ -23,8 +23,8 @@ def history_range_problem(value: Any) -> str | None:
     """Why ``value`` is not a history range, or None."""
     if not isinstance(value, dict):
         return "range must be an object with offset, limit and direction"
-    if unknown := sorted(set(value) - set(FIELDS)):
-        return f"unknown range fields: {', '.join(map(str, unknown))}"
+    if unknown := sorted(map(repr, set(value) - set(FIELDS))):
+        return f"unknown range fields: {', '.join(unknown)}"
     for name, (low, high) in INTEGER_LIMITS.items():
         if name in value:
             number = value[name]

@@ -166,6 +166,7 @@ BAD_RANGES = [
     {"direction": 1},
     {"direction": ["backward"]},
     {"bogus": 1},
+    {1: 2, "limit": 1},
 ]
 
 
