@@ -3,9 +3,10 @@ import uuid
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, ExpressionWrapper, Q
-from django.http import HttpResponseNotAllowed
+from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -13,11 +14,38 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from jobs import dashboard, selectors, services
-from jobs.job_page import elapsed, job_page
+from jobs.job_page import job_page, latest_runs
 from jobs.models import Job, PeriodicTask, Queue, Worker
 from jobs.templatetags.job_times import ago, duration
 from pipeline_project.core.admin import ReadOnlyAdminMixin
 from pipeline_project.core.errors import ApplicationError
+from pipeline_project.core.snapshot import snapshot
+
+
+def _in_one_snapshot(view):
+    """Run a page's view and render its template in one snapshot: every read of the answer
+    (the template's lazy ones too) sees one state of the database."""
+    with snapshot():
+        response = view()
+        if hasattr(response, "render"):
+            response.render()
+    return response
+
+
+def _cell(text: str):
+    """A list cell's text, cut with an ellipsis at the column's width, all of it on hover."""
+    return format_html('<span class="cell" title="{text}">{text}</span>', text=text)
+
+
+class JobChangeList(ChangeList):
+    """The page's jobs, each with its latest run from the journal (its wait and run times)."""
+
+    def get_results(self, request):
+        super().get_results(request)
+        self.result_list = list(self.result_list)
+        runs = latest_runs(self.result_list)
+        for job in self.result_list:
+            job.latest_run = runs.get(job.job_id)
 
 
 @admin.register(Job)
@@ -28,7 +56,7 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     "select all" is used, in one statement each, after a page that says how many will change.
     """
 
-    list_display = ["short_id", "task", "queue", "status_badge", "attempts", "created", "times", "error_line"]
+    list_display = ["short_id", "task_name", "queue_name", "status_badge", "created", "times", "error_line"]
     list_display_links = ["short_id"]
     list_filter = ["status", "queue", "task"]
     search_fields = ["job_id", "idempotency_key", "lock_key"]
@@ -41,18 +69,43 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     actions = ["retry_jobs", "cancel_jobs", "delete_jobs"]
     change_list_template = "admin/jobs/job/change_list.html"
 
-    @admin.display(description="attempt")
-    def attempts(self, obj):
-        return f"{obj.attempt}/{obj.max_attempts}"
+    def get_changelist(self, request, **kwargs):
+        return JobChangeList
+
+    def changelist_view(self, request, extra_context=None):
+        view = super().changelist_view
+        if request.method != "GET":  # an action: it writes, and reads what it needs itself
+            return view(request, extra_context)
+        return _in_one_snapshot(lambda: view(request, extra_context))
+
+    @admin.display(description="task", ordering="task")
+    def task_name(self, obj):
+        """A Django task is named by its module path: its name first, the module after it (cut first)."""
+        module, _dot, name = obj.task.rpartition(".")
+        return format_html(
+            '<span class="cell task" title="{}"><span class="name">{}</span> <span class="module">{}</span></span>',
+            obj.task,
+            name,
+            module,
+        )
+
+    @admin.display(description="queue", ordering="queue")
+    def queue_name(self, obj):
+        return _cell(obj.queue)
 
     @admin.display(description="job", ordering="job_id")
     def short_id(self, obj):
         # The end of the id: a UUIDv7 starts with its timestamp, the same for jobs made together.
         return format_html('<span title="{}">…{}</span>', obj.job_id, str(obj.job_id)[-8:])
 
-    @admin.display(description="status", ordering="status")
+    @admin.display(description="status · attempt", ordering="status")
     def status_badge(self, obj):
-        return format_html('<span class="status-badge s-{}">{}</span>', obj.status, obj.status)
+        return format_html(
+            '<span class="status-badge s-{s}">{s}</span> <span title="attempt {n} of {m}">{n}/{m}</span>',
+            s=obj.status,
+            n=obj.attempt,
+            m=obj.max_attempts,
+        )
 
     @admin.display(description="created", ordering="created_at")
     def created(self, obj):
@@ -65,12 +118,14 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="waited · ran")
     def times(self, obj):
-        return f"{duration(elapsed(obj.created_at, obj.started_at))} · {duration(elapsed(obj.started_at, obj.finished_at))}"
+        """The latest run's (an operator's retry starts a run): the time it sat failed is neither."""
+        run = getattr(obj, "latest_run", None)
+        return _cell(f"{duration(run.waited)} · {duration(run.ran)}") if run else "–"
 
     @admin.display(description="error")
     def error_line(self, obj):
         first = (obj.error or "").split("\n", 1)[0]
-        return format_html('<span title="{}">{}</span>', first, first) if first else ""
+        return _cell(first) if first else ""
 
     def has_remove_permission(self, request):
         """Deleting through the delete action (the admin's own delete stays off)."""
@@ -106,7 +161,7 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             queryset,
             lambda selection, dry_run: services.jobs_retry(selection=selection, by=_user(request), dry_run=dry_run),
             verb="retry",
-            changed="put back in their queue with attempts reset",
+            changed="put back in their queue for a new run",
             skipped="not failed, canceled or lost",
         )
 
@@ -169,10 +224,13 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         """The job's page (not a form: jobs change through the buttons, which call services)."""
-        job = self.get_object(request, object_id)
-        if job is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
-        if request.method != "GET" or not self.has_view_permission(request, job):
+        if request.method != "GET":
+            raise PermissionDenied
+        return _in_one_snapshot(lambda: self._job_page(request, object_id))
+
+    def _job_page(self, request, object_id):
+        job = self._job_or_404(request, object_id)
+        if not self.has_view_permission(request, job):
             raise PermissionDenied
         context = {
             **self.admin_site.each_context(request),
@@ -187,11 +245,14 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             request, "admin/jobs/job/page_body.html" if fragment else "admin/jobs/job/page.html", context
         )
 
+    def _job_or_404(self, request, object_id) -> Job:
+        job = self.get_object(request, object_id)
+        if job is None:  # deleted (or never was): the page and its live refresh say so
+            raise Http404(f"No job {object_id}.")
+        return job
+
     def job_action_view(self, request, object_id, action):
         """Retry, Cancel or Delete from the job's page: a POST (Delete asks on a page first)."""
-        job = self.get_object(request, object_id)
-        if job is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
         allowed = {"retry": self.has_repair_permission, "cancel": self.has_repair_permission}
         allowed["delete"] = self.has_remove_permission
         if action not in allowed or not allowed[action](request):
@@ -199,17 +260,12 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         if request.method != "POST":
             if action != "delete":
                 return HttpResponseNotAllowed(["POST"])
-            context = {
-                **self.admin_site.each_context(request),
-                "opts": self.opts,
-                "title": "Delete this job?",
-                "job": job,
-            }
-            return TemplateResponse(request, "admin/jobs/job/delete_confirmation.html", context)
+            return _in_one_snapshot(lambda: self._delete_confirmation(request, object_id))
+        job = self._job_or_404(request, object_id)
         selection = services.Selection.of_ids([job.job_id])
         if action == "retry":
             counts = services.jobs_retry(selection=selection, by=_user(request))
-            done = "put back in its queue" if counts.changed else f"not retried: it is {job.status}"
+            done = "put back in its queue for a new run" if counts.changed else f"not retried: it is {job.status}"
         elif action == "cancel":
             counts = services.jobs_cancel(selection=selection, by=_user(request))
             done = "canceled" if counts.changed else ("asked to stop" if counts.requested else "already finished")
@@ -225,6 +281,17 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             messages.SUCCESS if counts.changed or counts.requested else messages.WARNING,
         )
         return redirect(reverse("admin:jobs_job_change", args=[job.job_id]))
+
+    def _delete_confirmation(self, request, object_id):
+        job = self._job_or_404(request, object_id)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Delete this job?",
+            "job": job,
+            "events": job.events.count(),
+        }
+        return TemplateResponse(request, "admin/jobs/job/delete_confirmation.html", context)
 
     def get_urls(self):
         site = self.admin_site
@@ -242,6 +309,9 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def dashboard_view(self, request):
         if not self.has_view_permission(request):
             raise PermissionDenied
+        return _in_one_snapshot(lambda: self._dashboard(request))
+
+    def _dashboard(self, request):
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,

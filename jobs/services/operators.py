@@ -48,23 +48,52 @@ class Counts:
     dry_run: bool = False
 
 
+_INT_MAX = 2**31 - 1
+# A number the last retry's journal row gives (run 1, from attempt 1, when there is none),
+# bounded: a row written by hand cannot make the statement fail.
+_RUN_FIELD = (
+    "COALESCE(CASE WHEN jsonb_typeof(last_retry.payload -> '{field}') = 'number' "
+    f"THEN LEAST(GREATEST((last_retry.payload ->> '{{field}}')::numeric, 1), {_INT_MAX - 1})::int END, 1)"
+)
+
+
 def jobs_retry(*, selection: Selection, by: str, dry_run: bool = False) -> Counts:
-    """Put failed, canceled and lost jobs back in their queue as new (attempts reset)."""
+    """Put failed, canceled and lost jobs back in their queue for a new run.
+
+    Attempt numbers go on (a job that failed at attempt 5 runs attempt 6 next), so every
+    attempt's events, error and wait stay its own; the run gets the attempts the job's runs
+    have (``max_attempts`` rises by them). The journal row says which run it starts and its
+    first attempt, so the next retry knows the runs' size whatever happened in between.
+    """
     if dry_run:
         return _preview(selection, changed=f"status IN {RETRYABLE}")
     matched, changed = _rows(
         f"""
         WITH target AS MATERIALIZED (SELECT job_id FROM dl_jobs WHERE job_id IN ({selection.sql})),
+        previous AS MATERIALIZED (
+            SELECT t.job_id, {_RUN_FIELD.format(field="run")} AS run,
+                   {_RUN_FIELD.format(field="first_attempt")} AS first_attempt
+            FROM target t LEFT JOIN LATERAL (
+                SELECT e.payload FROM dl_job_events e
+                WHERE e.job_id = t.job_id AND e.kind = 'requeue' AND e.payload ->> 'reason' = 'retry_requested'
+                ORDER BY e.event_id DESC LIMIT 1
+            ) AS last_retry ON true
+        ),
         retried AS (
-            UPDATE dl_jobs
-            SET status = 'queued', attempt = 0, available_at = now(), cancel_requested = false,
+            UPDATE dl_jobs j
+            SET status = 'queued', available_at = now(), cancel_requested = false,
+                max_attempts = LEAST(j.attempt::bigint + GREATEST(j.max_attempts - p.first_attempt + 1, 0), {_INT_MAX}),
                 started_at = NULL, finished_at = NULL, heartbeat_at = NULL, lease_expires_at = NULL, error = NULL
-            WHERE job_id IN (SELECT job_id FROM target) AND status IN {RETRYABLE}
-            RETURNING job_id, queue
+            FROM previous p
+            WHERE j.job_id = p.job_id AND j.status IN {RETRYABLE}
+            RETURNING j.job_id, j.queue, j.attempt, j.max_attempts, p.run
         ),
         journal AS (
             INSERT INTO dl_job_events (job_id, queue, kind, payload)
-            SELECT job_id, queue, 'requeue', jsonb_build_object('reason', 'retry_requested', 'by', %s::text) FROM retried
+            SELECT job_id, queue, 'requeue',
+                   jsonb_build_object('reason', 'retry_requested', 'by', %s::text, 'run', run + 1,
+                                      'first_attempt', attempt + 1, 'max_attempts', max_attempts)
+            FROM retried
         )
         SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM retried)
         """,
@@ -173,7 +202,7 @@ def job_cancel(*, job_id: uuid.UUID, requested_by: str = "api") -> str:
 
 
 def job_retry(*, job_id: uuid.UUID, requested_by: str = "admin") -> bool:
-    """Put a failed, canceled or lost job back in its queue as new (attempts reset)."""
+    """Put a failed, canceled or lost job back in its queue for a new run (see ``jobs_retry``)."""
     return bool(jobs_retry(selection=Selection.of_ids([job_id]), by=requested_by).changed)
 
 

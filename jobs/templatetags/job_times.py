@@ -1,4 +1,5 @@
-"""Durations as people read them: 850 ms, 4.2 s, 3 min 5 s, 2 h 10 min; and "3 min ago"."""
+"""Durations as people read them: 850 ms, 4.2 s, 3 min 5 s, 2 h 10 min; and "3 min ago"; and as
+seconds for machines."""
 
 from datetime import datetime, timedelta
 
@@ -38,3 +39,9 @@ def ago(moment: datetime | None) -> str:
         if seconds >= size:
             return f"{seconds // size} {unit} ago"
     return f"{seconds} s ago"
+
+
+@register.filter
+def seconds(value: timedelta | None) -> str:
+    """A duration in seconds for machines (data attributes, tests): "12.345", or "" for none."""
+    return "" if value is None else f"{value.total_seconds():.3f}"

@@ -148,7 +148,8 @@ def test_the_job_page_shows_the_job_its_buttons_and_its_events(admin_client, job
     assert 'name="_save"' not in html and "reports.build" in html
     assert 'id="job-status" class="status-badge s-failed"' in html and "ValueError: boom" in html
     assert ">Retry</button>" in html and ">Cancel</button>" not in html and ">Delete</a>" in html
-    assert [e["event"].kind for a in response.context["attempts"] for e in a["events"]] == ["queued", "requeue"]
+    first, second = response.context["runs"]
+    assert (first.start.event.kind, second.start.event.kind) == ("queued", "requeue")
     assert "retry_requested" in html and "someone" in html  # the requeue event's payload
     assert '<ol class="breadcrumbs">' in html and f"reports.build …{str(failed.job_id)[-8:]}" in html
 
@@ -207,20 +208,26 @@ def test_retry_requeues_only_failed_canceled_and_lost_jobs(admin_client, jobs):
     response = post_action(admin_client, "retry_jobs", list(jobs.values()))
 
     assert message(response) == (
-        "6 job(s) matched: 3 put back in their queue with attempts reset; 3 not failed, canceled or lost, left alone."
+        "6 job(s) matched: 3 put back in their queue for a new run; 3 not failed, canceled or lost, left alone."
     )
     for name, job in jobs.items():
+        attempts_before = before[name][1]
         job.refresh_from_db()
         if name in {"failed", "canceled", "lost"}:
-            assert (job.status, job.attempt, job.finished_at, job.error, job.cancel_requested) == (
+            assert (job.status, job.attempt, job.max_attempts, job.finished_at, job.error, job.cancel_requested) == (
                 "queued",
-                0,
+                attempts_before,  # numbered on: the next run's first attempt is attempt + 1
+                attempts_before + 5,
                 None,
                 None,
                 False,
             )
             requeue = JobEvent.objects.filter(job_id=job.job_id).order_by("event_id").last()
-            assert (requeue.kind, requeue.payload) == ("requeue", {"reason": "retry_requested", "by": "admin"})
+            assert (requeue.kind, requeue.payload["reason"], requeue.payload["by"]) == (
+                "requeue",
+                "retry_requested",
+                "admin",
+            )
         else:
             assert (job.status, job.attempt) == before[name]
             assert not JobEvent.objects.filter(job_id=job.job_id, kind="requeue").exists()
@@ -401,7 +408,7 @@ def test_dashboard_pauses_and_resumes_queues_with_the_permission(admin_client, v
     page = admin_client.get(DASHBOARD).content.decode()
 
     assert selectors.queues()[0]["paused"] is True
-    assert 'class="paused-badge"' in page and "Resume default" in page
+    assert 'class="status-badge s-paused"' in page and "Resume default" in page
     admin_client.post("/admin/jobs/job/dashboard/queues/default/resume/")
     assert not any(queue["paused"] for queue in selectors.queues())
     assert admin_client.get("/admin/jobs/job/dashboard/queues/default/pause/").status_code == 405

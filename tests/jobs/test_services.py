@@ -535,18 +535,6 @@ def test_a_worker_that_lost_its_lease_cannot_overwrite_the_job():
     assert succeed([fresh]) == {enqueued.job_id: "succeeded"}
 
 
-def test_a_lease_from_before_an_operator_retry_stays_invalid():
-    enqueued = enqueue(task="t")
-    stale = claim()[0]
-    Job.objects.filter(job_id=enqueued.job_id).update(status="lost")
-    services.job_retry(job_id=enqueued.job_id)
-    fresh = claim()[0]
-
-    assert fresh.lease.attempt == stale.lease.attempt == 1  # attempts were reset...
-    assert succeed([stale]) == {}  # ...but started_at differs, so the old lease matches nothing
-    assert succeed([fresh]) == {enqueued.job_id: "succeeded"}
-
-
 def test_release_gives_jobs_back_without_delay_or_a_spent_attempt():
     enqueued = enqueue(task="t")
     [released] = claim()
@@ -670,19 +658,6 @@ def test_cancel_of_a_finished_job_conflicts_and_a_repeat_cancel_is_harmless():
     assert services.job_cancel(job_id=canceled.job_id) == "canceled"
     with pytest.raises(NotFoundError):
         services.job_cancel(job_id=uuid.uuid4())
-
-
-@pytest.mark.parametrize("status", ["failed", "canceled", "lost"])
-def test_operator_retry_resets_attempts(status):
-    enqueued = enqueue(task="t")
-    claim()
-    Job.objects.filter(job_id=enqueued.job_id).update(status=status, attempt=5, error="x", finished_at=timezone.now())
-
-    assert services.job_retry(job_id=enqueued.job_id, requested_by="ops") is True
-
-    row = job(enqueued.job_id)
-    assert (row.status, row.attempt, row.error, row.finished_at, row.started_at) == ("queued", 0, None, None, None)
-    assert JobEvent.objects.filter(job_id=enqueued.job_id).last().payload == {"reason": "retry_requested", "by": "ops"}
 
 
 @pytest.mark.parametrize("status", ["queued", "running", "succeeded"])

@@ -1,11 +1,12 @@
 """Operators' actions over one job or every job a filter matches: one statement, a journal row each."""
 
+import pytest
 from django.utils import timezone
 
 from jobs import services
 from jobs.models import CANCEL_CHANNEL, Job, JobEvent
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.db_helpers import listening
+from tests.db_helpers import listening, run_in_threads
 from tests.jobs.conftest import enqueue, job, kinds
 
 pytestmark = ALL_DATABASES_COMMITTED
@@ -40,8 +41,14 @@ def test_retry_every_job_a_filter_matches_with_a_preview_first():
     assert (done.matched, done.changed, done.skipped) == (7, 4, 3)
     for job_id in made["failed"] + made["lost"]:
         row = job(job_id)
-        assert (row.status, row.attempt, row.finished_at) == ("queued", 0, None)
-        assert JobEvent.objects.filter(job_id=job_id).last().payload == {"reason": "retry_requested", "by": "ops"}
+        assert (row.status, row.attempt, row.max_attempts, row.finished_at) == ("queued", 0, 5, None)
+        assert JobEvent.objects.filter(job_id=job_id).last().payload == {
+            "reason": "retry_requested",
+            "by": "ops",
+            "run": 2,
+            "first_attempt": 1,
+            "max_attempts": 5,
+        }
     assert Job.objects.filter(queue="other", status="failed").count() == 2
 
 
@@ -85,3 +92,90 @@ def test_a_large_selection_is_one_statement_per_action(django_assert_max_num_que
         done = services.jobs_retry(selection=matching(queue="bulk", status="failed"), by="ops")
 
     assert done.changed == 3000 and JobEvent.objects.filter(kind="requeue").count() == 3000
+
+
+# --- retry: a new run, its attempts numbered on --------------------------------------------
+
+
+def run_to_the_end(job_id, *, outcome: str = "error") -> list[int]:
+    """Claim and fail the job until it stops coming back; return the attempts its leases had."""
+    attempts = []
+    while job(job_id).status == "queued":
+        [claimed] = services.jobs_claim(queue="default", limit=1, worker_id="w")
+        attempts.append(claimed.lease.attempt)
+        services.jobs_complete(
+            outcomes=[services.Outcome(lease=claimed.lease, kind=outcome, error=f"boom {claimed.lease.attempt}")],
+            worker_id="w",
+        )
+    return attempts
+
+
+def test_a_retried_job_numbers_its_attempts_on_with_a_full_run_each_time():
+    job_id = enqueue(task="t", max_attempts=2).job_id
+    assert run_to_the_end(job_id) == [1, 2]
+
+    assert services.job_retry(job_id=job_id, requested_by="ops") is True
+    assert (job(job_id).attempt, job(job_id).max_attempts) == (2, 4)
+    assert run_to_the_end(job_id) == [3, 4]
+    services.job_retry(job_id=job_id, requested_by="ops")
+    assert run_to_the_end(job_id) == [5, 6]
+
+    retries = [e.payload for e in JobEvent.objects.filter(job_id=job_id, payload__reason="retry_requested")]
+    assert [(p["run"], p["first_attempt"], p["max_attempts"]) for p in retries] == [(2, 3, 4), (3, 5, 6)]
+    failed = JobEvent.objects.filter(job_id=job_id, payload__has_key="error")
+    assert [(e.payload["attempt"], e.payload["error"]) for e in failed] == [(n, f"boom {n}") for n in range(1, 7)]
+
+
+@pytest.mark.parametrize(
+    ("status", "attempt", "expected_max"),
+    [("failed", 1, 6), ("lost", 5, 10), ("canceled", 0, 5), ("canceled", 3, 8)],  # a fatal error, lost, canceled
+)
+def test_a_retry_gives_the_job_as_many_attempts_again_whatever_its_run_used(status, attempt, expected_max):
+    job_id = enqueue(task="t").job_id  # max_attempts 5
+    Job.objects.filter(job_id=job_id).update(status=status, attempt=attempt, error="x", finished_at=timezone.now())
+
+    assert services.job_retry(job_id=job_id, requested_by="ops") is True
+
+    row = job(job_id)
+    assert (row.status, row.attempt, row.max_attempts) == ("queued", attempt, expected_max)
+    assert (row.error, row.finished_at, row.started_at, row.cancel_requested) == (None, None, None, False)
+
+
+def test_a_lease_from_before_an_operator_retry_stays_invalid():
+    job_id = enqueue(task="t").job_id
+    [stale] = services.jobs_claim(queue="default", limit=1, worker_id="w")
+    Job.objects.filter(job_id=job_id).update(status="lost")
+    services.job_retry(job_id=job_id)
+    [fresh] = services.jobs_claim(queue="default", limit=1, worker_id="w")
+
+    assert (stale.lease.attempt, fresh.lease.attempt) == (1, 2)
+    done = [services.Outcome(lease=stale.lease, kind="succeeded")]
+    assert services.jobs_complete(outcomes=done, worker_id="w") == {}
+    done = [services.Outcome(lease=fresh.lease, kind="succeeded")]
+    assert services.jobs_complete(outcomes=done, worker_id="w") == {job_id: "succeeded"}
+
+
+def test_a_retry_journal_row_written_by_hand_does_not_break_the_next_retry():
+    job_id = enqueue(task="t").job_id
+    Job.objects.filter(job_id=job_id).update(status="failed", attempt=5)
+    maxima = []
+    for payload in [{"reason": "retry_requested", "run": "two", "first_attempt": 1e30}, {"reason": "retry_requested"}]:
+        JobEvent.objects.create(job_id=job_id, queue="default", kind="requeue", payload=payload)
+        assert services.job_retry(job_id=job_id) is True
+        maxima.append(job(job_id).max_attempts)
+        Job.objects.filter(job_id=job_id).update(status="failed")
+
+    # A run said to start past int4 leaves nothing to add; a row without numbers reads as run 1 from attempt 1.
+    assert maxima == [5, 10]
+    assert JobEvent.objects.filter(job_id=job_id).last().payload["run"] == 2
+
+
+def test_two_operators_retrying_one_job_at_once_start_one_run():
+    job_id = enqueue(task="t").job_id
+    Job.objects.filter(job_id=job_id).update(status="failed", attempt=5)
+
+    changed = run_in_threads(8, lambda _index: services.job_retry(job_id=job_id, requested_by="ops"))
+
+    assert changed.count(True) == 1
+    assert (job(job_id).attempt, job(job_id).max_attempts) == (5, 10)
+    assert JobEvent.objects.filter(job_id=job_id, payload__reason="retry_requested").count() == 1
