@@ -30,7 +30,7 @@ def site(settings, tmp_path):
     settings.INGESTION_STORAGE_DIR = tmp_path
     settings.INGESTION_SETTLE_PERIOD_SEC = 0.2
     with website.serving() as served:
-        Source.objects.create(name="City hall", start_url=served.url("/index.html"))
+        Source.objects.create(name="City hall", start_url=served.url("/index.html"), crawl_delay_sec=0)
         User.objects.create_superuser("operator", password="secret-pw")
         yield served
 
