@@ -128,7 +128,6 @@ class Fetcher:
             follow_redirects=False,
             headers={"User-Agent": settings.INGESTION_USER_AGENT},
             limits=httpx.Limits(max_keepalive_connections=0),  # a connection per request: each one can be cut
-            trust_env=False,
         )
 
     def __enter__(self) -> "Fetcher":
@@ -165,15 +164,15 @@ class Fetcher:
             partial.unlink(missing_ok=True)
         return Fetched(final_url, content_type.split(";")[0].strip().lower(), size, digest.hexdigest())
 
-    def _chunks(self, response: httpx.Response, turn: politeness.Turn, limit: int | None = None) -> Iterator[bytes]:
-        limit = self.rules.max_bytes if limit is None else limit
+    def _chunks(self, response: httpx.Response, turn: politeness.Turn) -> Iterator[bytes]:
+        """The body, cut off past max_bytes or when the job stops; the slot renewed as it streams."""
         size = 0
         for chunk in response.iter_bytes(CHUNK):
             if self._stop.is_set():
                 raise Stopped("stopped while fetching")
             size += len(chunk)
-            if size > limit:
-                raise FetchError(f"larger than {limit} bytes")
+            if size > self.rules.max_bytes:
+                raise FetchError(f"larger than {self.rules.max_bytes} bytes")
             turn.renew_if_due()
             yield chunk
 
@@ -199,12 +198,12 @@ class Fetcher:
     def _checked(self, url: str) -> str:
         """The URL's origin, if it may be fetched at all."""
         try:
-            scheme, host = urlsplit(url).scheme, (urlsplit(url).hostname or "").rstrip(".")
-            origin = origin_of(url)[0] if scheme in ("http", "https") else None
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https"):
+                raise FetchError(f"not an http(s) URL: {url[:200]}")
+            origin, host = origin_of(url)[0], (parts.hostname or "").rstrip(".")
         except ValueError:
             raise FetchError(f"not a valid URL: {url[:200]}") from None
-        if origin is None:
-            raise FetchError(f"not an http(s) URL: {url[:200]}")
         if host not in self.rules.hosts:
             raise FetchError(f"host {host} is not allowed for this source")
         return origin
