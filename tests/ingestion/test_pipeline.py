@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from ingestion import pipeline, steps
+from ingestion import pipeline, services, steps
 from ingestion.models import IngestionItem, IngestionRun
 from jobs.models import Job
 from tests.conftest import ALL_DATABASES_COMMITTED
@@ -110,6 +110,10 @@ def test_canceling_a_run_cancels_its_jobs_and_items(site):
 
     assert IngestionRun.objects.get(id=run.id).status == "canceled"
     assert set(Job.objects.filter(args__run_id=str(run.id)).values_list("status", flat=True)) == {"canceled"}
+    with pytest.raises(services.RunCanceled):
+        pipeline.run_retry_failed(run_id=run.id, by="test")
+    with pytest.raises(services.RunCanceled):  # a job of it retried from the jobs admin does nothing
+        steps.step_of({"source_id": run.source_id, "run_id": str(run.id)}, "download", uuid.uuid4())
 
 
 def test_a_job_without_run_id_runs_in_compatible_mode(site, worker, caplog):

@@ -86,6 +86,7 @@ def slow_site(site, tmp_path):
     return site
 
 
+@pytest.mark.slow
 def test_the_per_host_limit_holds_across_worker_threads_and_processes(slow_site, pipeline_settings, tmp_path):
     source = source_of(slow_site, max_concurrent_per_host=2)
     with (
@@ -103,6 +104,7 @@ def test_the_per_host_limit_holds_across_worker_threads_and_processes(slow_site,
     assert len({event.payload["worker"].split(":")[1] for event in pickers}) >= 2  # pids: more than one process
 
 
+@pytest.mark.slow
 def test_the_crawl_delay_holds_across_worker_threads_and_processes(slow_site, pipeline_settings, tmp_path):
     for n in range(8):
         slow_site.delays[f"/docs/d{n}.pdf"] = 0
