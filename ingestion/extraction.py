@@ -4,12 +4,15 @@ Tesseract (PDF pages rendered by pdftoppm first); and the quality gate that send
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
 from pypdf import PdfReader
 from pypdf.errors import PyPdfError
+
+from ingestion.stopping import NEVER, Stopped
 
 IMAGE_MAGIC = {
     b"\x89PNG": "png",
@@ -44,13 +47,16 @@ def file_kind(path: Path) -> str:
     return "other"
 
 
-def extract_text(path: Path, kind: str, *, run: Runner = subprocess.run) -> tuple[str, str]:
-    """The file's text and how it was read (``text_layer`` or ``ocr``)."""
+def extract_text(
+    path: Path, kind: str, *, run: Runner = subprocess.run, stop: threading.Event = NEVER
+) -> tuple[str, str]:
+    """The file's text and how it was read (``text_layer`` or ``ocr``). Between pages, a set
+    ``stop`` raises Stopped (a job's ``run`` kills its subprocess at once)."""
     if kind == "pdf":
-        text = _text_layer(path)
+        text = _text_layer(path, stop)
         if _letters(text) >= settings.INGESTION_MIN_TEXT_CHARS:
             return text, "text_layer"
-        return _ocr_pdf(path, run), "ocr"  # a scan, or a page without text
+        return _ocr_pdf(path, run, stop), "ocr"  # a scan, or a page without text
     if kind in IMAGE_MAGIC.values():
         return _tesseract(path, run), "ocr"
     raise ExtractionError(f"no text can be read from a file of kind {kind}")
@@ -71,12 +77,20 @@ def _letters(text: str) -> int:
     return sum(char.isalpha() for char in text)
 
 
-def _text_layer(path: Path) -> str:
+def _checked(stop: threading.Event) -> None:
+    if stop.is_set():
+        raise Stopped("stopped while reading the document")
+
+
+def _text_layer(path: Path, stop: threading.Event) -> str:
+    texts = []
     try:
-        reader = PdfReader(path)
-        return "\n".join(page.extract_text() or "" for page in reader.pages[: settings.INGESTION_OCR_MAX_PAGES])
+        for page in PdfReader(path).pages[: settings.INGESTION_OCR_MAX_PAGES]:
+            _checked(stop)
+            texts.append(page.extract_text() or "")
     except (PyPdfError, ValueError, KeyError, TypeError) as exc:
         raise ExtractionError(f"unreadable PDF: {type(exc).__name__}") from None
+    return "\n".join(texts)
 
 
 def _tool(name: str) -> str:
@@ -98,7 +112,7 @@ def _tesseract(image: Path, run: Runner) -> str:
     return result.stdout.decode(errors="replace")
 
 
-def _ocr_pdf(path: Path, run: Runner) -> str:
+def _ocr_pdf(path: Path, run: Runner, stop: threading.Event) -> str:
     _tool("tesseract")  # both are needed: checked before any work
     pdftoppm = _tool("pdftoppm")
     with tempfile.TemporaryDirectory(prefix="ocr-") as pages:
@@ -110,4 +124,8 @@ def _ocr_pdf(path: Path, run: Runner) -> str:
         )
         if result.returncode != 0:
             raise ExtractionError(f"pdftoppm failed: {result.stderr.decode(errors='replace').strip()[:200]}")
-        return "\n".join(_tesseract(page, run) for page in sorted(Path(pages).glob("page*.png")))
+        texts = []
+        for page in sorted(Path(pages).glob("page*.png")):
+            _checked(stop)
+            texts.append(_tesseract(page, run))
+        return "\n".join(texts)

@@ -2,41 +2,38 @@
 
 from django.conf import settings
 
-from ingestion import pipeline
-from jobs.registry import FatalError, task
+from ingestion import pipeline, services, steps
+from ingestion.stopping import Stopped
+from jobs.registry import FatalError, JobCancelled, task
 from jobs.runtime.periodic import PeriodicTask, register_periodic
 
 
 def _run_step(ctx, name: str, work):
-    """``work(step)`` for the job's step; a step that cannot succeed fails the job at once."""
+    """``work(step)`` for the job's step, stopped by the job's signals (a canceled job's fetches
+    are cut off and its subprocesses killed). A step that cannot succeed fails the job at once;
+    one whose run was canceled ends it canceled."""
     try:
-        return work(pipeline.step_of(ctx.args, name, ctx.job_id))
-    except (pipeline.StepFailed, KeyError) as exc:
+        return work(steps.step_of(ctx.args, name, ctx.job_id, stop=ctx.signals.stopped, run=ctx.run_subprocess))
+    except (Stopped, services.RunCanceled) as exc:
+        ctx.check_cancelled()  # this job's own cancel, or its lease lost, says how it ends
+        raise JobCancelled(str(exc)) from None  # its run was canceled: its jobs are being canceled with it
+    except (steps.StepFailed, KeyError) as exc:
         raise FatalError(str(exc)) from None
 
 
 @task("discover")
 def discover(ctx):
-    return _run_step(ctx, "discover", lambda step: pipeline.discover(step=step))
+    return _run_step(ctx, "discover", lambda step: steps.discover(step=step))
 
 
 @task("download")
 def download(ctx):
-    return _run_step(
-        ctx, "download", lambda step: pipeline.download(step=step, url=ctx.args["url"], label=ctx.args.get("label"))
-    )
+    return _run_step(ctx, "download", lambda step: steps.download(step=step, url=ctx.args["url"]))
 
 
 @task("ocr")
 def ocr(ctx):
-    # ctx.run_subprocess: a canceled job kills its Tesseract.
-    return _run_step(
-        ctx,
-        "ocr",
-        lambda step: pipeline.ocr(
-            step=step, url=ctx.args["url"], path=ctx.args["path"], label=ctx.args.get("label"), run=ctx.run_subprocess
-        ),
-    )
+    return _run_step(ctx, "ocr", lambda step: steps.ocr(step=step, url=ctx.args["url"], path=ctx.args["path"]))
 
 
 register_periodic(

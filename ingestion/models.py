@@ -4,10 +4,12 @@ current state of each item of the run (a state table, upserted by ``(run_id, ite
 import uuid
 
 import pgtrigger
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models.functions import Now
 
-from ingestion.stats import stats_trigger_sql
+from ingestion.stats import RUN_TOUCH_SQL, empty_stats, items_trigger_sql
 from pipeline_project.core.constraints import one_of
 
 
@@ -60,8 +62,16 @@ class ItemStatus(models.TextChoices):
     REVIEW_REQUIRED = "review_required"
 
 
+def default_crawl_delay_sec() -> float:
+    return settings.INGESTION_CRAWL_DELAY_SEC
+
+
+def default_max_concurrent_per_host() -> int:
+    return settings.INGESTION_MAX_CONCURRENT_PER_HOST
+
+
 class Source(models.Model):
-    """Where a run starts: a page whose links to documents are followed, within limits."""
+    """Where a run starts: a page whose links to documents are followed, within limits, politely."""
 
     name = models.CharField(max_length=200, unique=True)
     start_url = models.URLField(max_length=2000)
@@ -71,10 +81,30 @@ class Source(models.Model):
     )
     max_documents = models.PositiveIntegerField(default=100)
     max_bytes = models.PositiveBigIntegerField(default=20 * 1024 * 1024, help_text="Largest page or file fetched")
-    created_at = models.DateTimeField(db_default=Now())
+    obey_robots_txt = models.BooleanField(
+        "obey robots.txt", default=True, help_text="Fetch nothing the hosts' robots.txt disallows for our User-Agent"
+    )
+    max_concurrent_per_host = models.PositiveSmallIntegerField(
+        default=default_max_concurrent_per_host,
+        validators=[MinValueValidator(1), MaxValueValidator(64)],
+        help_text="At most this many fetches of this source run at once against one host (across all workers)",
+    )
+    crawl_delay_sec = models.FloatField(
+        "crawl delay (seconds)",
+        default=default_crawl_delay_sec,
+        validators=[MinValueValidator(0), MaxValueValidator(3600)],
+        help_text="Time between the starts of two requests of this source (a longer robots.txt Crawl-delay wins)",
+    )
+    created_at = models.DateTimeField(db_default=Now(), editable=False)
 
     class Meta:
         db_table = "ingestion_sources"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(max_concurrent_per_host__gte=1), name="ingestion_sources_concurrency_valid"
+            ),
+            models.CheckConstraint(condition=models.Q(crawl_delay_sec__gte=0), name="ingestion_sources_delay_valid"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -86,12 +116,12 @@ class IngestionRun(models.Model):
     status = models.CharField(max_length=16, choices=RunStatus, default=RunStatus.PENDING)
     active_stage = models.CharField(max_length=16, choices=RunStage, null=True, blank=True)
     error_message = models.TextField(null=True, blank=True)
-    stats_json = models.JSONField(default=dict, blank=True)
+    stats_json = models.JSONField(default=empty_stats, blank=True)
     manual = models.BooleanField(default=False)
-    created_at = models.DateTimeField(db_default=Now())
+    created_at = models.DateTimeField(db_default=Now(), editable=False)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    updated_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now(), editable=False)
 
     class Meta:
         db_table = "ingestion_runs"
@@ -101,6 +131,16 @@ class IngestionRun(models.Model):
             one_of("active_stage", RunStage, "ingestion_runs", null=True),
         ]
         indexes = [models.Index(fields=["status", "-created_at"], name="ix_ingestion_runs_status")]
+        # One place sets updated_at, whoever writes the run (a service, the stats trigger, a client's PATCH).
+        triggers = [
+            pgtrigger.Trigger(
+                name="run_touch",
+                level=pgtrigger.Row,
+                when=pgtrigger.Before,
+                operation=pgtrigger.Insert | pgtrigger.Update,
+                func=RUN_TOUCH_SQL,
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.source_id}:{self.id}"
@@ -149,14 +189,15 @@ class IngestionItem(models.Model):
             models.Index(fields=["run", "stage", "status"], name="ix_ingestion_items_run_stage"),
             models.Index(fields=["job_id"], name="ix_ingestion_items_job", condition=models.Q(job_id__isnull=False)),
         ]
-        # stats_json of the run, kept current per statement from the rows it changed.
+        # Per statement: no live item in a canceled run; stats_json of the run kept current from the rows changed.
         triggers = [
             pgtrigger.Composer(
                 name=f"run_stats_{operation.name.lower()}",
                 level=pgtrigger.Statement,
                 when=pgtrigger.After,
                 operation=operation,
-                func=stats_trigger_sql(operation.name),
+                func=items_trigger_sql(operation.name),
+                declare=[("canceled_run", "uuid")],
             )
             for operation in (pgtrigger.Insert, pgtrigger.Update, pgtrigger.Delete)
         ]
@@ -180,3 +221,49 @@ class RunStageCount(models.Model):
     class Meta:
         db_table = "ingestion_run_counts"
         constraints = [models.UniqueConstraint(fields=["run", "stage", "status"], name="uq_ingestion_run_counts")]
+
+
+class HostSlot(models.Model):
+    """One of the fetches a host may serve at once: a fetch holds a slot (``holder``) while it
+    runs, across every worker process; a holder that died lets it go at ``expires_at``."""
+
+    id = models.BigAutoField(primary_key=True)
+    host = models.TextField()  # host[:port], as ingestion.keys.normalize_url writes it
+    slot = models.PositiveSmallIntegerField()
+    holder = models.TextField(null=True)
+    expires_at = models.DateTimeField(null=True)
+
+    class Meta:
+        db_table = "ingestion_host_slots"
+        constraints = [models.UniqueConstraint(fields=["host", "slot"], name="uq_ingestion_host_slots")]
+
+
+class SourcePace(models.Model):
+    """When a source's next request may start: each request reserves its start time here, one
+    crawl delay after the previous reservation."""
+
+    source = models.OneToOneField(
+        Source, on_delete=models.CASCADE, primary_key=True, db_column="source_id", related_name="+"
+    )
+    next_request_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ingestion_source_pace"
+
+
+class RobotsTxt(models.Model):
+    """A host's robots.txt as last fetched (shared by every worker until ``expires_at``)."""
+
+    origin = models.TextField(primary_key=True)  # scheme://host[:port]
+    status_code = models.IntegerField(null=True)  # None: the host could not be reached
+    body = models.TextField(blank=True, default="")
+    fetched_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ingestion_robots_txt"
+        verbose_name = "robots.txt"
+        verbose_name_plural = "robots.txt files"
+
+    def __str__(self) -> str:
+        return f"{self.origin}/robots.txt"

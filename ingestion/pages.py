@@ -1,5 +1,7 @@
 """The /pipeline pages: runs of the sources, each run's steps and problems, Run, Retry failed
-and Cancel. Server-rendered in the admin's frame; an active run's page refreshes its body."""
+and Cancel. Server-rendered in the admin's frame; while a run is active a page refreshes its
+body (with the page's own query: its filters and page). Each page is read and rendered in one
+snapshot, so what it shows is one state of the database."""
 
 import uuid
 
@@ -16,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from ingestion import pipeline, selectors
 from ingestion.models import ENDED_RUN_STATUSES, IngestionRun, Source
 from pipeline_project.core.errors import ApplicationError, NotFoundError
+from pipeline_project.core.snapshot import snapshot
 
 HISTORY_PAGE_SIZE = 25
 
@@ -36,33 +39,43 @@ def _context(request, title: str, **extra) -> dict:
     }
 
 
+def _rendered(request, template: str, context: dict) -> TemplateResponse:
+    """The page, or its refreshed body (``?fragment=1``), rendered now: inside the snapshot."""
+    if request.GET.get("fragment"):
+        template = template.replace(".html", "_body.html")
+    return TemplateResponse(request, template, context).render()
+
+
 def _int_or_none(value: str | None) -> int | None:
     return int(value) if value and value.isascii() and value.isdigit() and len(value) < 19 else None
 
 
 @staff_member_required
 @require_GET
+@snapshot()
 def runs_page(request):
     _require(request, "view")
     source_id = _int_or_none(request.GET.get("source"))
     status = request.GET.get("status") if request.GET.get("status") in ENDED_RUN_STATUSES else None
     history = Paginator(selectors.runs_history(source_id=source_id, status=status), HISTORY_PAGE_SIZE)
+    active = list(selectors.runs_active())
     context = _context(
         request,
         "Pipeline runs",
         sources=Source.objects.order_by("name"),
-        active=selectors.runs_active(),
+        active_runs=active,
+        active=bool(active),
         history=history.get_page(request.GET.get("page")),
         source_filter=source_id,
         status_filter=status,
         ended_statuses=ENDED_RUN_STATUSES,
     )
-    fragment = request.GET.get("fragment")
-    return TemplateResponse(request, "ingestion/runs_body.html" if fragment else "ingestion/runs.html", context)
+    return _rendered(request, "ingestion/runs.html", context)
 
 
 @staff_member_required
 @require_GET
+@snapshot()
 def run_page(request, run_id: uuid.UUID):
     _require(request, "view")
     try:
@@ -81,8 +94,7 @@ def run_page(request, run_id: uuid.UUID):
         jobs=selectors.run_jobs(run=run),
         has_failed=run.items.filter(status="failed").exists(),
     )
-    fragment = request.GET.get("fragment")
-    return TemplateResponse(request, "ingestion/run_body.html" if fragment else "ingestion/run.html", context)
+    return _rendered(request, "ingestion/run.html", context)
 
 
 @staff_member_required
@@ -91,6 +103,8 @@ def source_run(request, source_id: int):
     _require(request, "add")
     try:
         run = pipeline.run_start(source_id=source_id)
+    except NotFoundError:
+        raise Http404("no such source") from None
     except ApplicationError as error:
         messages.error(request, error.message)
         return redirect("ingestion-runs")
@@ -112,6 +126,8 @@ def run_action(request, run_id: uuid.UUID, action: str):
         else:
             retried = pipeline.run_retry_failed(run_id=run_id, by=by)
             messages.success(request, f"{retried} failed job(s) queued again.")
+    except NotFoundError:
+        raise Http404("no such run") from None
     except ApplicationError as error:
         messages.error(request, error.message)
     return redirect(reverse("ingestion-run", kwargs={"run_id": run_id}))

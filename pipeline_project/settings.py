@@ -277,7 +277,20 @@ PROC_ZOMBIE_PERIOD_SEC = float(os.environ.get("PROC_ZOMBIE_PERIOD_SEC", "10"))
 INGESTION_QUEUE = os.environ.get("INGESTION_QUEUE", "default")
 INGESTION_STORAGE_DIR = Path(os.environ.get("INGESTION_STORAGE_DIR", BASE_DIR / "var" / "ingestion"))
 INGESTION_FETCH_TIMEOUT_SEC = float(os.environ.get("INGESTION_FETCH_TIMEOUT_SEC", "15"))
+# Sent with every request, and the name robots.txt rules are matched against (its first word).
 INGESTION_USER_AGENT = os.environ.get("INGESTION_USER_AGENT", "pipeline-control-plane/1 (ingestion)")
+# Politeness: a new source's delay between its requests and its limit of concurrent fetches per host
+# (each source can change both; a robots.txt Crawl-delay, up to INGESTION_MAX_CRAWL_DELAY_SEC, lengthens the delay).
+INGESTION_CRAWL_DELAY_SEC = env_number("INGESTION_CRAWL_DELAY_SEC", 1.0)
+INGESTION_MAX_CONCURRENT_PER_HOST = env_number("INGESTION_MAX_CONCURRENT_PER_HOST", 2, int)
+INGESTION_MAX_CRAWL_DELAY_SEC = env_number("INGESTION_MAX_CRAWL_DELAY_SEC", 60)
+# robots.txt is fetched once per host for this long (an unreachable one, 5xx, is asked again sooner).
+INGESTION_ROBOTS_CACHE_SEC = env_number("INGESTION_ROBOTS_CACHE_SEC", 3600)
+INGESTION_ROBOTS_RETRY_SEC = env_number("INGESTION_ROBOTS_RETRY_SEC", 60)
+# A fetch holds one of its host's slots (renewed while it streams; a dead worker's lapses after this)
+# and waits at most INGESTION_HOST_WAIT_SEC for one.
+INGESTION_HOST_SLOT_TTL_SEC = env_number("INGESTION_HOST_SLOT_TTL_SEC", 60)
+INGESTION_HOST_WAIT_SEC = env_number("INGESTION_HOST_WAIT_SEC", 600)
 INGESTION_DOCUMENT_EXTENSIONS = (".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".gif", ".bmp", ".webp")
 INGESTION_OCR_MAX_PAGES = int(os.environ.get("INGESTION_OCR_MAX_PAGES", "20"))
 INGESTION_OCR_TIMEOUT_SEC = float(os.environ.get("INGESTION_OCR_TIMEOUT_SEC", "120"))

@@ -2,8 +2,22 @@ import django_filters
 
 from ingestion.models import IngestionItem, IngestionRun, ItemStage, ItemStatus, ItemType, RunStatus
 
+PAGINATION_PARAMS = frozenset({"cursor", "page_size"})
 
-class RunFilter(django_filters.FilterSet):
+
+class StrictFilterSet(django_filters.FilterSet):
+    """Refuses query parameters it does not know (a 400 naming them): a misspelt filter must
+    not answer every row as if it were not there."""
+
+    def is_valid(self) -> bool:
+        valid = super().is_valid()
+        unknown = sorted(set(self.data) - set(self.filters) - PAGINATION_PARAMS)
+        for name in unknown:
+            self.form.errors[name] = self.form.error_class(["Unknown query parameter."])
+        return valid and not unknown
+
+
+class RunFilter(StrictFilterSet):
     status = django_filters.MultipleChoiceFilter(choices=RunStatus.choices, help_text="Repeatable")
     source = django_filters.NumberFilter(field_name="source_id")
 
@@ -12,7 +26,7 @@ class RunFilter(django_filters.FilterSet):
         fields = []
 
 
-class ItemFilter(django_filters.FilterSet):
+class ItemFilter(StrictFilterSet):
     run = django_filters.UUIDFilter(field_name="run_id")
     source = django_filters.NumberFilter(field_name="source_id")
     stage = django_filters.ChoiceFilter(choices=ItemStage.choices)

@@ -2,6 +2,7 @@ from rest_framework import serializers
 
 from ingestion.models import IngestionItem, IngestionRun, RunStage, RunStatus
 from ingestion.services import MAX_ITEMS_PER_CALL
+from pipeline_project.core.serializers import RequestSerializer
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -26,19 +27,24 @@ class RunSerializer(serializers.ModelSerializer):
         ]
 
 
-class RunCreateSerializer(serializers.Serializer):
+class RunCreateSerializer(RequestSerializer):
     source_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
     manual = serializers.BooleanField(default=False)
 
 
-class RunUpdateSerializer(serializers.Serializer):
-    """The seed's run-level update (section 9); fields left out are kept."""
+class RunUpdateSerializer(RequestSerializer):
+    """The seed's run-level update (section 9); fields left out are kept, at least one is given."""
 
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
     active_stage = serializers.ChoiceField(choices=RunStage.choices, required=False)
     error_message = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
     stats_json = serializers.DictField(required=False)
     finished_at = serializers.DateTimeField(required=False)
+
+    def validate(self, attrs):
+        if not attrs:
+            raise serializers.ValidationError(f"Give at least one of {', '.join(self.fields)}.")
+        return attrs
 
 
 class ItemSerializer(serializers.ModelSerializer):
@@ -50,9 +56,9 @@ class ItemSerializer(serializers.ModelSerializer):
         exclude = ["run", "source"]
 
 
-class ItemsUpsertSerializer(serializers.Serializer):
-    """One item (an object with the seed's columns), or ``{"items": [...]}``. The rules are the
-    service's; here only the envelope."""
+class ItemsUpsertSerializer(RequestSerializer):
+    """One item (an object with the seed's columns), or ``{"items": [...]}``. The envelope is
+    checked here; each item's fields, unknown ones included, by the service's rules."""
 
     items = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_ITEMS_PER_CALL)
 

@@ -14,7 +14,14 @@ from ingestion.api.filters import ItemFilter, RunFilter
 from ingestion.models import IngestionItem, IngestionRun
 from pipeline_project.core.pagination import StrictCursorPagination
 from pipeline_project.core.schema import error_responses
+from pipeline_project.core.snapshot import snapshot
 from pipeline_project.core.validation import validated
+
+
+def _run_response(run_id: uuid.UUID, **kwargs) -> Response:
+    """The run as it is now (a 404 if it is gone), read and serialized in one snapshot."""
+    with snapshot():
+        return Response(s.RunSerializer(selectors.run_get(run_id=run_id)).data, **kwargs)
 
 
 class RunPagination(StrictCursorPagination):
@@ -50,7 +57,8 @@ class RunListView(generics.ListAPIView):
 
     @extend_schema(summary="Runs, newest first, filtered and cursor-paginated")
     def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
+        with snapshot():
+            return super().get(request, *args, **kwargs)
 
     @extend_schema(
         request=s.RunCreateSerializer,
@@ -60,7 +68,7 @@ class RunListView(generics.ListAPIView):
     def post(self, request):
         body = validated(s.RunCreateSerializer, request.data)
         run = services.run_create(**body)
-        return Response(s.RunSerializer(selectors.run_get(run_id=run.id)).data, status=status.HTTP_201_CREATED)
+        return _run_response(run.id, status=status.HTTP_201_CREATED)
 
 
 class RunDetailView(APIView):
@@ -68,7 +76,7 @@ class RunDetailView(APIView):
 
     @extend_schema(responses=s.RunSerializer, summary="A run with its stats")
     def get(self, request, run_id: uuid.UUID):
-        return Response(s.RunSerializer(selectors.run_get(run_id=run_id)).data)
+        return _run_response(run_id)
 
     @extend_schema(
         request=s.RunUpdateSerializer,
@@ -78,7 +86,7 @@ class RunDetailView(APIView):
     def patch(self, request, run_id: uuid.UUID):
         body = validated(s.RunUpdateSerializer, request.data)
         services.run_update(run_id=run_id, **body)
-        return Response(s.RunSerializer(selectors.run_get(run_id=run_id)).data)
+        return _run_response(run_id)
 
 
 class ItemListView(generics.ListAPIView):
@@ -93,7 +101,8 @@ class ItemListView(generics.ListAPIView):
 
     @extend_schema(summary="Items in id order, filtered and cursor-paginated")
     def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
+        with snapshot():
+            return super().get(request, *args, **kwargs)
 
     @extend_schema(
         request=s.ItemsUpsertSerializer,

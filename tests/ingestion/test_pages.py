@@ -5,10 +5,11 @@ import uuid
 import pytest
 from django.contrib.auth.models import Permission, User
 
-from ingestion import services
-from ingestion.models import IngestionRun, Source
+from ingestion import selectors, services
+from ingestion.models import IngestionItem, IngestionRun, Source
 from jobs.models import Job
-from tests.conftest import ALL_DATABASES
+from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
+from tests.db_helpers import raw_connection
 from tests.ingestion.helpers import item, new_run
 
 pytestmark = ALL_DATABASES
@@ -137,3 +138,48 @@ def test_only_http_urls_become_links(client):
 
     assert "javascript:" not in page and "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
     assert 'href="https://x.example/a.pdf"' in page
+
+
+@ALL_DATABASES_COMMITTED
+def test_a_run_page_is_one_snapshot_while_another_client_writes(client, monkeypatch):
+    staff(client, "view")
+    run = new_run()
+    services.items_upsert(items=[item(run, item_key="u1", document_url="http://x.example/first.pdf")])
+    read_lists = selectors.run_stage_items
+
+    def lists_after_another_client_wrote(*, run):
+        with raw_connection(autocommit=True) as other:
+            other.execute(
+                "INSERT INTO ingestion_items (run_id, source_id, item_key, stage, item_type, status, error_message,"
+                " document_url) VALUES (%s, %s, 'late', 'discovery', 'source_url', 'failed', 'late failure',"
+                " 'http://x.example/late.pdf')",
+                [run.id, run.source_id],
+            )
+        return read_lists(run=run)
+
+    monkeypatch.setattr(selectors, "run_stage_items", lists_after_another_client_wrote)
+    page = client.get(f"/pipeline/runs/{run.id}/").content.decode()
+
+    assert "first.pdf" in page and "late.pdf" not in page and "late failure" not in page
+    assert "total <strong>1</strong>" in page  # the stats and the lists agree
+    assert IngestionItem.objects.filter(run=run).count() == 2  # the write happened, after the page's snapshot
+
+
+def test_actions_on_a_run_or_source_that_is_gone_are_404s(client):
+    staff(client, "view", "add", "change")
+    assert client.post(f"/pipeline/runs/{uuid.uuid4()}/cancel").status_code == 404
+    assert client.post(f"/pipeline/runs/{uuid.uuid4()}/retry").status_code == 404
+    assert client.post("/pipeline/sources/999999/run").status_code == 404
+
+
+def test_the_refreshed_runs_list_keeps_its_filters_and_page(client):
+    staff(client, "view")
+    source = Source.objects.create(name="s", start_url="http://127.0.0.1/")
+    for number in range(30):
+        run = services.run_create(source_id=source.id)
+        services.run_update(run_id=run.id, status="failed", error_message=f"failure {number:02}")
+    services.run_create(source_id=source.id)  # active: the page refreshes
+
+    fragment = client.get("/pipeline/?status=failed&page=2&fragment=1").content.decode()
+    assert fragment.startswith('<div id="refreshing-body" data-active="true">')
+    assert "page 2 of 2" in fragment and "failure 04" in fragment and "failure 29" not in fragment

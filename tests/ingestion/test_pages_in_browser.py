@@ -1,5 +1,6 @@
 """The /pipeline pages in headless Chromium: Run a source served by a local website, watch the
-run end without reloading, see its problems, retry the failed item once the site is fixed."""
+run end without reloading, see its problems, retry the failed item once the site is fixed; and
+the live refresh keeps the page's filters and page, and never throws away a choice being made."""
 
 import os
 import shutil
@@ -8,21 +9,15 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-import ingestion.job_handlers  # noqa: F401  (registers the tasks and the settle task, as runworker does)
+from ingestion import services
 from ingestion.models import Source
-from jobs.worker import WorkerConfig
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import launch_chromium, logged_in_page, needs_chromium
 from tests.ingestion import site as website
-from tests.jobs.helpers import FAST, worker_in_thread
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "pipeline-run.png"
 
-pytestmark = [
-    ALL_DATABASES_COMMITTED,
-    needs_chromium,
-    pytest.mark.skipif(not shutil.which("tesseract"), reason="needs tesseract-ocr"),
-]
+pytestmark = [ALL_DATABASES_COMMITTED, needs_chromium]
 
 
 @pytest.fixture
@@ -30,15 +25,9 @@ def site(settings, tmp_path):
     settings.INGESTION_STORAGE_DIR = tmp_path
     settings.INGESTION_SETTLE_PERIOD_SEC = 0.2
     with website.serving() as served:
-        Source.objects.create(name="City hall", start_url=served.url("/index.html"))
+        Source.objects.create(name="City hall", start_url=served.url("/index.html"), crawl_delay_sec=0)
         User.objects.create_superuser("operator", password="secret-pw")
         yield served
-
-
-@pytest.fixture
-def worker():
-    with worker_in_thread(WorkerConfig.from_settings({"default": 4}, **FAST)) as running:
-        yield running
 
 
 @pytest.fixture
@@ -55,6 +44,7 @@ def browser():
             launched.close()
 
 
+@pytest.mark.skipif(not shutil.which("tesseract"), reason="needs tesseract-ocr")
 def test_run_watch_see_problems_retry_and_complete(live_server, site, worker, browser):
     page = logged_in_page(browser, live_server.url, username="operator", password="secret-pw", next_path="/pipeline/")
     page.get_by_role("button", name="Run City hall").click()
@@ -78,3 +68,46 @@ def test_run_watch_see_problems_retry_and_complete(live_server, site, worker, br
     assert "Broken link\tcompleted" in page.locator("#list-ocr").inner_text()
     if os.environ.get("UPDATE_SCREENSHOTS"):  # the README's picture: UPDATE_SCREENSHOTS=1 make test
         page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+
+@pytest.fixture
+def history(settings):
+    """An active run (its page refreshes) and 30 failed and 5 completed ones (two pages of failed)."""
+    User.objects.create_superuser("watcher", password="secret-pw")
+    source = Source.objects.create(name="Archive", start_url="http://127.0.0.1:9/")
+    services.run_create(source_id=source.id)  # pending: the list stays live
+    for number in range(35):
+        run = services.run_create(source_id=source.id)
+        status = "failed" if number < 30 else "completed"
+        services.run_update(run_id=run.id, status="running")
+        services.run_update(run_id=run.id, status=status, error_message=f"run {number}" if status == "failed" else None)
+    return source
+
+
+def test_the_live_refresh_keeps_the_pages_filters_and_page_and_what_the_operator_is_choosing(
+    live_server, history, browser
+):
+    page = logged_in_page(browser, live_server.url, username="watcher", password="secret-pw")
+    refreshes = []
+    page.on("request", lambda request: "fragment=1" in request.url and refreshes.append(request.url))
+    page.goto(f"{live_server.url}/pipeline/?status=failed&page=2")
+    page.evaluate("window.notReloaded = true")
+
+    page.wait_for_timeout(4500)  # two refreshes
+    assert len(refreshes) >= 2
+    assert all("status=failed" in url and "page=2" in url for url in refreshes), refreshes
+    assert page.evaluate("window.notReloaded") is True
+    assert "page 2 of 2" in page.locator(".paginator").inner_text()
+    history_rows = page.locator("table.pipeline").nth(2).locator("tbody tr")
+    assert history_rows.count() == 5 and all("failed" in row for row in history_rows.all_inner_texts())
+    assert page.locator("#history-status").input_value() == "failed"
+
+    page.select_option("#history-status", "completed")  # chosen, not yet sent
+    page.locator("h2").first.click()  # the focus leaves the field
+    seen = len(refreshes)
+    page.wait_for_timeout(4500)
+    assert len(refreshes) == seen  # no refresh threw the choice away
+    assert page.locator("#history-status").input_value() == "completed"
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url("**/pipeline/?source=&status=completed")
+    assert page.locator("table.pipeline").nth(2).locator("tbody tr").count() == 5

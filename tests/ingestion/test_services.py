@@ -1,13 +1,20 @@
 """Items upserted by the seed's template, and runs through their lifecycle, on PostgreSQL."""
 
+import re
+import threading
+import time
 import uuid
 
 import pytest
+from django.db import DatabaseError, transaction
 
 from ingestion import services
 from ingestion.models import IngestionItem, IngestionRun
+from jobs.models import Job
+from jobs.services import JobSpec
 from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
 from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
+from tests.db_helpers import run_in_threads
 from tests.ingestion.helpers import item, new_run
 
 pytestmark = ALL_DATABASES
@@ -206,3 +213,103 @@ def test_stats_json_that_cannot_be_stored_is_refused():
     with pytest.raises(InvalidInputError, match="stats_json cannot be stored"):
         services.run_update(run_id=run.id, stats_json={"deep": nested})
     assert IngestionRun.objects.get(id=run.id).stats_json["discovery"]["total"] == 0
+
+
+def test_a_run_without_items_has_the_seeds_stats_shape_with_its_updated_at():
+    run = new_run()
+    stats = IngestionRun.objects.get(id=run.id).stats_json
+    assert set(stats) == {"discovery", "documents", "ocr", "updated_at"}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stats["updated_at"])
+    created_by_orm = IngestionRun.objects.create(source_id=run.source_id)  # whoever creates it
+    assert IngestionRun.objects.get(id=created_by_orm.id).stats_json["documents"]["skipped"] == 0
+
+
+@ALL_DATABASES_COMMITTED  # now() moves between transactions
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda run: services.run_update(run_id=run.id, active_stage="ocr"),
+        lambda run: services.run_update(run_id=run.id, status="running"),
+        lambda run: services.run_job_claimed(run_id=run.id, task="download"),
+        lambda run: services.run_cancel(run_id=run.id),
+        lambda run: services.items_upsert(items=[item(run)]),
+        lambda run: IngestionRun.objects.filter(id=run.id).update(error_message="by hand"),  # any other writer
+    ],
+    ids=["update", "status", "claimed", "cancel", "item", "orm"],
+)
+def test_every_write_of_a_run_moves_its_updated_at(write):
+    run = new_run()
+    before = IngestionRun.objects.get(id=run.id).updated_at
+    write(run)
+    assert IngestionRun.objects.get(id=run.id).updated_at > before
+
+
+def canceled_run_with_items():
+    run = new_run()
+    services.items_upsert(items=[item(run, item_key="done"), item(run, item_key="busy", status="running")])
+    services.run_cancel(run_id=run.id)
+    return run
+
+
+def test_nothing_is_written_to_a_canceled_run_and_its_items_stay_canceled():
+    run = canceled_run_with_items()
+    assert dict(IngestionItem.objects.filter(run=run).values_list("item_key", "status")) == {
+        "done": "completed",
+        "busy": "canceled",
+    }
+    with pytest.raises(services.RunCanceled) as refused:
+        services.items_upsert(items=[item(run, item_key="busy"), item(run, item_key="new")])
+    assert refused.value.status == 409 and refused.value.code == "run_canceled"
+    assert IngestionItem.objects.get(run=run, item_key="busy").status == "canceled"
+    assert not IngestionItem.objects.filter(run=run, item_key="new").exists()
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda run: IngestionItem.objects.filter(run=run, item_key="busy").update(status="completed"),
+        lambda run: IngestionItem.objects.filter(run=run, item_key="done").update(status="running"),
+        lambda run: IngestionItem.objects.create(
+            run=run, source_id=run.source_id, item_key="late", stage="ocr", item_type="ocr_job", status="running"
+        ),
+    ],
+    ids=["revive", "restart", "insert"],
+)
+def test_the_database_refuses_a_live_item_in_a_canceled_run_whoever_writes_it(write):
+    run = canceled_run_with_items()
+    with pytest.raises(DatabaseError, match="was canceled"), transaction.atomic():
+        write(run)
+    assert IngestionItem.objects.get(run=run, item_key="busy").status == "canceled"
+
+
+def test_no_job_is_enqueued_for_a_canceled_run():
+    run = canceled_run_with_items()
+    spec = JobSpec(queue="default", task="download", lock_key="k", args={"run_id": str(run.id)})
+    with pytest.raises(services.RunCanceled):
+        services.run_jobs_enqueue(run_id=str(run.id), specs=[spec])
+    with pytest.raises(services.RunCanceled):
+        services.run_job_claimed(run_id=run.id, task="download")
+    assert not Job.objects.exists()
+
+
+@ALL_DATABASES_COMMITTED
+def test_a_write_racing_a_cancel_waits_for_it_and_writes_nothing():
+    run = new_run()
+    canceling = threading.Event()
+
+    def cancel():
+        with transaction.atomic():
+            services.run_cancel(run_id=run.id)
+            canceling.set()
+            time.sleep(0.5)  # the write comes now, and must wait for this commit
+
+    def write():
+        canceling.wait(5)
+        started = time.monotonic()
+        with pytest.raises(services.RunCanceled):
+            services.items_upsert(items=[item(run, item_key="late", status="running")])
+        return time.monotonic() - started
+
+    waited = run_in_threads(2, lambda index: (cancel, write)[index]())[1]
+    assert waited >= 0.3
+    assert not IngestionItem.objects.filter(run=run).exists()

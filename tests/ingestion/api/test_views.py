@@ -2,8 +2,14 @@
 
 import uuid
 
-from ingestion.models import IngestionItem, Source
-from tests.conftest import ALL_DATABASES
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from ingestion import services
+from ingestion.models import IngestionItem, IngestionRun, Source
+from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
+from tests.db_helpers import raw_connection
 from tests.ingestion.helpers import item, new_run
 
 pytestmark = ALL_DATABASES
@@ -97,3 +103,74 @@ def test_malformed_envelopes_and_filters_are_400s(api):
 
 def test_without_a_token_nothing_is_readable(anonymous):
     assert anonymous.get("/api/v1/ingestion/runs").status_code in (401, 403)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("post", "/api/v1/ingestion/runs", {"source_id": 1, "manaul": True}, "manaul"),
+        ("patch", "/api/v1/ingestion/runs/{run}", {"status": "running", "error_mesage": "x"}, "error_mesage"),
+        ("post", "/api/v1/ingestion/items", {"items": [], "dry_run": True}, "dry_run"),
+    ],
+)
+def test_a_misspelt_field_is_a_400_naming_it_and_nothing_is_written(api, method, path, body, field):
+    run = new_run()
+    response = getattr(api, method)(path.format(run=run.id), body, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "validation_error" and field in response.json()["details"]
+    assert IngestionRun.objects.get(id=run.id).status == "pending" and IngestionRun.objects.count() == 1
+
+
+def test_a_misspelt_item_field_or_an_empty_update_is_a_400(api):
+    run = new_run()
+    misspelt = api.post("/api/v1/ingestion/items", item(run, stauts="failed"), format="json")
+    assert misspelt.status_code == 400 and "items[0].stauts" in misspelt.json()["details"]
+    empty = api.patch(f"/api/v1/ingestion/runs/{run.id}", {}, format="json")
+    assert empty.status_code == 400 and empty.json()["code"] == "validation_error"
+    assert not IngestionItem.objects.exists()
+
+
+@pytest.mark.parametrize("path", ["/api/v1/ingestion/runs?stauts=failed", "/api/v1/ingestion/items?rn=x&run="])
+def test_an_unknown_query_parameter_is_a_400_not_every_row(api, path):
+    new_run()
+    response = api.get(path)
+    assert response.status_code == 400 and set(response.json()["details"]) & {"stauts", "rn"}
+
+
+def test_an_item_written_to_a_canceled_run_is_a_409(api):
+    run = new_run()
+    services.run_cancel(run_id=run.id)
+    response = api.post("/api/v1/ingestion/items", item(run), format="json")
+    assert response.status_code == 409 and response.json()["code"] == "run_canceled"
+
+
+@ALL_DATABASES_COMMITTED
+def test_an_update_moves_updated_at_and_a_run_gone_before_the_answer_is_a_404(api, monkeypatch):
+    run = new_run()
+    before = api.get(f"/api/v1/ingestion/runs/{run.id}").json()["updated_at"]
+    after = api.patch(f"/api/v1/ingestion/runs/{run.id}", {"active_stage": "discovery"}, format="json").json()
+    assert after["updated_at"] > before and after["stats_json"]["updated_at"]
+
+    updated = services.run_update
+
+    def deleted_meanwhile(**kwargs):
+        result = updated(**kwargs)
+        with raw_connection(autocommit=True) as other:  # another client deletes it before the answer is read
+            other.execute("DELETE FROM ingestion_runs WHERE id = %s", [run.id])
+        return result
+
+    monkeypatch.setattr(services, "run_update", deleted_meanwhile)
+    gone = api.patch(f"/api/v1/ingestion/runs/{run.id}", {"active_stage": "ocr"}, format="json")
+    assert gone.status_code == 404 and gone.json()["code"] == "run_not_found"
+
+
+@ALL_DATABASES_COMMITTED  # in a test's transaction the reads would join it
+@pytest.mark.parametrize("path", ["/api/v1/ingestion/runs", "/api/v1/ingestion/runs/{run}", "/api/v1/ingestion/items"])
+def test_every_read_is_one_snapshot(api, path):
+    run = new_run()
+    with CaptureQueriesContext(connection) as queries:
+        assert api.get(path.format(run=run.id)).status_code == 200
+    statements = [query["sql"] for query in queries.captured_queries]
+    isolation = next(n for n, sql in enumerate(statements) if "REPEATABLE READ, READ ONLY" in sql)
+    assert isolation < next(n for n, sql in enumerate(statements) if '"ingestion_' in sql)

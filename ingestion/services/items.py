@@ -1,9 +1,9 @@
-"""State changes of ingestion runs and items (seed 004).
-
-Items are upserted by ``(run_id, item_key)`` with the seed's SQL template (section 7): every
-coalesce rule as written, ``ingest_status = status``, ``first_seen_at`` kept, ``last_seen_at``
-and ``updated_at`` moved. One statement serves one item or many; the triggers of
-``ingestion_items`` keep each run's ``stats_json`` current from the rows it changed.
+"""Items of ingestion runs (seed 004), upserted by ``(run_id, item_key)`` with the seed's SQL
+template (section 7): every coalesce rule as written, ``ingest_status = status``,
+``first_seen_at`` kept, ``last_seen_at`` and ``updated_at`` moved. One statement serves one item
+or many; the triggers of ``ingestion_items`` keep each run's ``stats_json`` current from the rows
+it changed. The runs are locked first (in id order), so a cancel either waits for the write or
+is seen by it: nothing is written to a canceled run.
 """
 
 import functools
@@ -12,22 +12,12 @@ import uuid
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from ingestion import keys
-from ingestion.models import (
-    ENDED_RUN_STATUSES,
-    IngestionRun,
-    ItemStage,
-    ItemStatus,
-    ItemType,
-    RunStage,
-    RunStatus,
-    Source,
-)
-from ingestion.stats import empty_stats
+from ingestion.models import ItemStage, ItemStatus, ItemType, RunStatus
+from ingestion.services.runs import RunCanceled
 from jobs.services._db import _rows
-from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
+from pipeline_project.core.errors import InvalidInputError, NotFoundError
 from pipeline_project.core.storable import json_problem, text_problem
 
 # Columns a client gives, and how a later write of an item treats an earlier value (section 7):
@@ -123,14 +113,15 @@ def items_upsert(*, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not 1 <= len(items) <= MAX_ITEMS_PER_CALL:
         raise InvalidInputError(f"send 1 to {MAX_ITEMS_PER_CALL} items")
     checked = [_checked_item(item, index) for index, item in enumerate(items)]
-    _check_runs(checked)
     merged: dict[tuple, dict] = {}
     for item in checked:
         key = (item["run_id"], item["item_key"])
         merged[key] = _merged(merged[key], item) if key in merged else item
     # In key order: concurrent calls with overlapping items lock them in the same order.
     rows = sorted(merged.values(), key=lambda item: (item["run_id"], item["item_key"]))
-    result = _rows(_UPSERT, [json.dumps(rows)])
+    with transaction.atomic():
+        _lock_runs(checked)
+        result = _rows(_UPSERT, [json.dumps(rows)])
     return [{"id": item_id, "item_key": key, "created": created} for item_id, key, created in result]
 
 
@@ -211,103 +202,22 @@ def _uuid_text(value: str) -> str:
     return str(uuid.UUID(value))
 
 
-def _check_runs(items: list[dict]) -> None:
-    """Every item's run exists and belongs to the item's source."""
-    wanted = {item["run_id"] for item in items}
-    found = IngestionRun.objects.filter(id__in=wanted).values_list("id", "source_id")
-    sources = {str(run_id): source_id for run_id, source_id in found}
+def _lock_runs(items: list[dict]) -> None:
+    """Lock the items' runs (in id order) and check each exists, belongs to the item's source and
+    was not canceled. Held to the commit: a cancel waits for this write, or came first and is seen."""
+    wanted = sorted({item["run_id"] for item in items})
+    found = _rows(
+        "SELECT id, source_id, status FROM ingestion_runs WHERE id = ANY(%s::uuid[]) ORDER BY id FOR NO KEY UPDATE",
+        [wanted],
+    )
+    runs = {str(run_id): (source_id, status) for run_id, source_id, status in found}
     for item in items:
-        source_id = sources.get(item["run_id"])
+        source_id, status = runs.get(item["run_id"], (None, None))
         if source_id is None:
             raise NotFoundError(f"run {item['run_id']} not found", code="run_not_found")
         if source_id != item["source_id"]:
             raise InvalidInputError(
                 f"item {item['item_key']} names source {item['source_id']}, its run belongs to source {source_id}"
             )
-
-
-# --- runs ------------------------------------------------------------------------------------
-
-# What a run's status may become (section 4.3); a failed run runs again when its failed items are retried.
-RUN_TRANSITIONS = {
-    RunStatus.PENDING: {RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELED},
-    RunStatus.RUNNING: {RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED},
-    RunStatus.FAILED: {RunStatus.RUNNING},
-    RunStatus.COMPLETED: set(),
-    RunStatus.CANCELED: set(),
-}
-STAGE_OF_TASK = {"discover": RunStage.DISCOVERY, "download": RunStage.DOCUMENTS, "ocr": RunStage.OCR}
-MAX_ERROR_MESSAGE_CHARS = 1000
-
-
-def run_create(*, source_id: int, manual: bool = False) -> IngestionRun:
-    source = Source.objects.filter(id=source_id).first()
-    if source is None:
-        raise NotFoundError(f"source {source_id} not found", code="source_not_found")
-    return IngestionRun.objects.create(source=source, manual=manual, stats_json=empty_stats())
-
-
-def run_update(
-    *,
-    run_id: uuid.UUID,
-    status: str | None = None,
-    active_stage: str | None = None,
-    error_message: str | None = None,
-    stats_json: dict | None = None,
-    finished_at=None,
-) -> IngestionRun:
-    """The seed's run-level update (section 9), within the lifecycle of section 4.3: a run that
-    starts running gets ``started_at``; one that ends gets ``finished_at`` (now, unless given)
-    and, on completion, ``active_stage = summary``."""
-    with transaction.atomic():
-        run = IngestionRun.objects.select_for_update().filter(id=run_id).first()
-        if run is None:
-            raise NotFoundError(f"run {run_id} not found", code="run_not_found")
-        if status is not None:
-            if status not in RUN_TRANSITIONS.get(run.status, ()):
-                raise ConflictError(f"a {run.status} run cannot become {status}", code="invalid_transition")
-            _set_status(run, status)
-        if active_stage is not None:
-            run.active_stage = active_stage
-        if error_message is not None:
-            run.error_message = error_message[:MAX_ERROR_MESSAGE_CHARS]
-        if stats_json is not None:
-            if why := json_problem(stats_json):
-                raise InvalidInputError(f"stats_json cannot be stored: it {why}")
-            run.stats_json = stats_json
-        if finished_at is not None:
-            run.finished_at = finished_at
-        run.save()
-    return run
-
-
-def _set_status(run: IngestionRun, status: str) -> None:
-    now = timezone.now()
-    if status == RunStatus.RUNNING:
-        run.started_at = run.started_at or now
-        run.finished_at = None
-    if status in ENDED_RUN_STATUSES:
-        run.finished_at = now
-    if status == RunStatus.COMPLETED:
-        run.active_stage = RunStage.SUMMARY
-    run.status = status
-
-
-def run_job_claimed(*, run_id: uuid.UUID, task: str) -> None:
-    """A job of the run was claimed: a pending run starts running, and its active stage moves on
-    to the job's (discover → discovery, download → documents, ocr → ocr), never back."""
-    stage = STAGE_OF_TASK[task]
-    order = list(STAGE_OF_TASK.values())
-    _rows(
-        """
-        UPDATE ingestion_runs SET
-            status = 'running',
-            started_at = coalesce(started_at, now()),
-            active_stage = CASE WHEN array_position(%(order)s::text[], active_stage) >= %(rank)s
-                                THEN active_stage ELSE %(stage)s END,
-            updated_at = now()
-        WHERE id = %(run)s AND status IN ('pending', 'running')
-        RETURNING id
-        """,
-        {"order": [str(s) for s in order], "rank": order.index(stage) + 1, "stage": str(stage), "run": str(run_id)},
-    )
+        if status == RunStatus.CANCELED:
+            raise RunCanceled(item["run_id"])

@@ -1,0 +1,150 @@
+"""State changes of ingestion runs (seed 004, sections 4 and 9), and the jobs a run enqueues.
+
+Every write of a run is an UPDATE of its row; the row's trigger sets ``updated_at = now()``
+(and stamps ``stats_json.updated_at`` when the stats change), whoever writes. A run that was
+canceled takes no more jobs and no more live items: writers lock the run row first, so a
+cancel either waits for them or is seen by them.
+"""
+
+import uuid
+
+from django.db import transaction
+from django.db.models.functions import Now
+
+from ingestion.models import ENDED_RUN_STATUSES, IngestionItem, IngestionRun, ItemStatus, RunStage, RunStatus, Source
+from jobs.services import Enqueued, JobSpec, job_enqueue_many
+from jobs.services._db import _rows
+from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
+from pipeline_project.core.storable import json_problem
+
+# What a run's status may become (section 4.3); a failed run runs again when its failed items are retried.
+RUN_TRANSITIONS = {
+    RunStatus.PENDING: {RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELED},
+    RunStatus.RUNNING: {RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED},
+    RunStatus.FAILED: {RunStatus.RUNNING},
+    RunStatus.COMPLETED: set(),
+    RunStatus.CANCELED: set(),
+}
+STAGE_OF_TASK = {"discover": RunStage.DISCOVERY, "download": RunStage.DOCUMENTS, "ocr": RunStage.OCR}
+MAX_ERROR_MESSAGE_CHARS = 1000
+LIVE_ITEM_STATUSES = (ItemStatus.PENDING, ItemStatus.RUNNING)
+
+
+class RunCanceled(ConflictError):
+    """The run was canceled: nothing more is written to it or enqueued for it."""
+
+    code = "run_canceled"
+
+    def __init__(self, run_id):
+        super().__init__(f"run {run_id} was canceled: nothing more is written to it", details={"run_id": str(run_id)})
+
+
+def run_create(*, source_id: int, manual: bool = False) -> IngestionRun:
+    source = Source.objects.filter(id=source_id).first()
+    if source is None:
+        raise NotFoundError(f"source {source_id} not found", code="source_not_found")
+    return IngestionRun.objects.create(source=source, manual=manual)
+
+
+def _locked(run_id) -> IngestionRun:
+    run = IngestionRun.objects.select_for_update(no_key=True).filter(id=run_id).first()
+    if run is None:
+        raise NotFoundError(f"run {run_id} not found", code="run_not_found")
+    return run
+
+
+def _write(run: IngestionRun, changes: dict) -> IngestionRun:
+    """The one way a service writes a run (its trigger moves updated_at); the run as written."""
+    IngestionRun.objects.filter(id=run.id).update(**(changes or {"updated_at": Now()}))
+    run.refresh_from_db()
+    return run
+
+
+def run_update(
+    *,
+    run_id: uuid.UUID,
+    status: str | None = None,
+    active_stage: str | None = None,
+    error_message: str | None = None,
+    stats_json: dict | None = None,
+    finished_at=None,
+) -> IngestionRun:
+    """The seed's run-level update (section 9), within the lifecycle of section 4.3: a run that
+    starts running gets ``started_at``; one that ends gets ``finished_at`` (now, unless given)
+    and, on completion, ``active_stage = summary``."""
+    if stats_json is not None and (why := json_problem(stats_json)):
+        raise InvalidInputError(f"stats_json cannot be stored: it {why}")
+    with transaction.atomic():
+        run = _locked(run_id)
+        changes = {}
+        if status is not None:
+            if status not in RUN_TRANSITIONS.get(run.status, ()):
+                raise ConflictError(f"a {run.status} run cannot become {status}", code="invalid_transition")
+            changes.update(_status_changes(run, status))
+        if active_stage is not None:
+            changes["active_stage"] = active_stage
+        if error_message is not None:
+            changes["error_message"] = error_message[:MAX_ERROR_MESSAGE_CHARS]
+        if stats_json is not None:
+            changes["stats_json"] = stats_json
+        if finished_at is not None:
+            changes["finished_at"] = finished_at
+        return _write(run, changes)
+
+
+def _status_changes(run: IngestionRun, status: str) -> dict:
+    changes: dict = {"status": status}
+    if status == RunStatus.RUNNING:
+        changes.update(started_at=run.started_at or Now(), finished_at=None)
+    if status in ENDED_RUN_STATUSES:
+        changes["finished_at"] = Now()
+    if status == RunStatus.COMPLETED:
+        changes["active_stage"] = RunStage.SUMMARY
+    return changes
+
+
+def run_cancel(*, run_id: uuid.UUID) -> IngestionRun:
+    """End the run ``canceled`` and cancel its pending and running items, in the caller's
+    transaction if there is one (the pipeline cancels the run's jobs in the same one)."""
+    with transaction.atomic():
+        run = run_update(run_id=run_id, status=RunStatus.CANCELED)
+        IngestionItem.objects.filter(run_id=run_id, status__in=LIVE_ITEM_STATUSES).update(
+            status=ItemStatus.CANCELED, ingest_status=ItemStatus.CANCELED
+        )
+    return run
+
+
+def run_jobs_enqueue(*, run_id: str | None, specs: list[JobSpec]) -> list[Enqueued]:
+    """Enqueue jobs of a run; refused (RunCanceled) once it was canceled. The run row is locked to
+    the commit: a cancel either waits and then cancels these jobs too, or came first and is seen.
+    A job of no run (an older producer's, compatible mode) is enqueued as it is."""
+    with transaction.atomic():
+        if run_id is not None and _locked(run_id).status == RunStatus.CANCELED:
+            raise RunCanceled(run_id)
+        return job_enqueue_many(specs=specs)
+
+
+def run_job_claimed(*, run_id: uuid.UUID, task: str) -> None:
+    """A job of the run was claimed: a pending run starts running, and its active stage moves on
+    to the job's (discover → discovery, download → documents, ocr → ocr), never back. A
+    canceled run raises RunCanceled; an ended one is left as it is."""
+    stage = STAGE_OF_TASK[task]
+    order = list(STAGE_OF_TASK.values())
+    status = _rows(
+        """
+        WITH run AS (SELECT id, status FROM ingestion_runs WHERE id = %(run)s),
+        moved AS (
+            UPDATE ingestion_runs SET
+                status = 'running',
+                started_at = coalesce(started_at, now()),
+                active_stage = CASE WHEN array_position(%(order)s::text[], active_stage) >= %(rank)s
+                                    THEN active_stage ELSE %(stage)s END
+            WHERE id = %(run)s AND status IN ('pending', 'running')
+            RETURNING status
+        )
+        SELECT coalesce((SELECT status FROM moved), (SELECT status FROM run))
+        """,
+        {"order": [str(s) for s in order], "rank": order.index(stage) + 1, "stage": str(stage), "run": str(run_id)},
+    )[0][0]
+    if status == RunStatus.CANCELED:
+        raise RunCanceled(run_id)
