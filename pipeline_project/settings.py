@@ -84,10 +84,11 @@ INSTALLED_APPS = [
     "jobs.dbstates",
 ]
 
+# The middleware that refuse requests come last: their answers pass back through every one
+# that adds headers (security headers, X-Request-ID, Vary), as any other answer does. They
+# still run before any view or the CSRF check (process_view), and nothing above reads a body.
 MIDDLEWARE = [
     "pipeline_project.core.middleware.RequestIdMiddleware",
-    "pipeline_project.core.middleware.BodySizeLimitMiddleware",
-    "pipeline_project.core.middleware.RejectNulMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -96,6 +97,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "pipeline_project.core.middleware.JSONErrorsMiddleware",
+    "pipeline_project.core.middleware.BodySizeLimitMiddleware",
+    "pipeline_project.core.middleware.RejectNulMiddleware",
 ]
 
 ROOT_URLCONF = "pipeline_project.urls"
@@ -197,6 +201,16 @@ WHITENOISE_USE_FINDERS = True  # serve app static files even before collectstati
 
 LOGIN_URL = "admin:login"
 CSRF_FAILURE_VIEW = "pipeline_project.core.views.csrf_failure"
+# Paths (a prefix and everything under it) whose errors are JSON, whatever part of the stack
+# answers them, and the builder of their body: ``build(code, message, details) -> dict``.
+# Other paths (the admin, /pipeline) get Django's error pages.
+JSON_ERROR_PATHS = {
+    "/api/": "pipeline_project.core.errors.error_body",
+    "/health": "pipeline_project.core.errors.error_body",
+    "/status": "pipeline_project.core.errors.error_body",
+    "/metrics": "pipeline_project.core.errors.error_body",
+    "/sqlrs/": "jobs.dbstates.api.errors.sqlrs_error",  # sqlrs's ErrorResponse: details as text
+}
 
 # Requests with a larger body are refused with 413 before anything is parsed.
 MAX_REQUEST_BODY_BYTES = env_number("MAX_REQUEST_BODY_BYTES", 5 * 1024 * 1024, int)
