@@ -4,6 +4,7 @@ unread (under WSGI too)."""
 
 import asyncio
 import http.client
+import itertools
 import json
 import socket
 import statistics
@@ -17,6 +18,7 @@ from pipeline_project.core.notifications import POOL_MAX_SIZE
 from pipeline_project.databases import connection_params
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.core.helpers import error_problem, missing_security_headers
+from tests.core.sweep import BODY_METHODS, METHODS, converter_value, json_routes
 from tests.e2e.servers import ASGI_COMMAND, WSGI_COMMAND, answers, thread_count, web_server, worker_pids
 from tests.helpers import wait_for
 from tests.jobs.conftest import enqueue
@@ -200,3 +202,32 @@ def _read_response(client: socket.socket) -> tuple[int, dict, bytes]:
         assert chunk, "the connection closed in the middle of the answer"
         body += chunk
     return int(status_line.split()[1]), headers, body
+
+
+def test_every_route_answers_every_method_in_its_error_shape_under_the_deployed_server():
+    """The sweep's first pass (tests/core/test_api_sweep.py goes deeper, in-process), through the
+    ASGI stack as deployed: every route, every method, a malformed body, with and without a token."""
+    _token, token = core_services.api_token_create(name="sweep")
+    problems, requests = [], 0
+    with web_server() as (port, _server):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for route in json_routes():
+            path = route.path({name: converter_value(kind) for name, kind in route.parameters})
+            for method, auth in itertools.product(METHODS, ({"Authorization": f"Bearer {token}"}, {})):
+                headers = {"Content-Type": "application/json", **auth}
+                connection.request(method, path, body=b'{"queue": ' if method in BODY_METHODS else None, headers=headers)
+                response = connection.getresponse()
+                body = response.read()
+                requests += 1
+                status, content_type = response.status, response.getheader("Content-Type", "")
+                if status >= 500 or 300 <= status < 400:
+                    problems.append(f"{method} {path}: {status} {body[:200]!r}")
+                elif status >= 400 and method != "HEAD" and (problem := error_problem(path, status, content_type, body)):
+                    problems.append(f"{method} {path} ({'token' if auth else 'anonymous'}): {problem}")
+                elif content_type.startswith("text/html") and not route.view.endswith("DocsView"):
+                    problems.append(f"{method} {path}: {status} answered HTML")
+                if response.getheader("Connection", "").lower() == "close":
+                    connection.close()
+
+    assert requests == len(json_routes()) * len(METHODS) * 2
+    assert not problems, "\n".join(problems)
