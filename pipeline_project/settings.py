@@ -84,19 +84,20 @@ INSTALLED_APPS = [
     "jobs.dbstates",
 ]
 
-# The middleware that refuse requests come last: their answers pass back through every one
-# that adds headers (security headers, X-Request-ID, Vary), as any other answer does. They
-# still run before any view or the CSRF check (process_view), and nothing above reads a body.
+# Every answer carries the security headers: the middleware that add them come first, outside
+# any that may raise (a disallowed Host, say), and the ones that refuse requests come last, so
+# their answers pass back through the rest (X-Request-ID, Vary) as any other answer does. The
+# refusers still run before any view or the CSRF check (process_view); nothing above reads a body.
 MIDDLEWARE = [
     "pipeline_project.core.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "pipeline_project.core.middleware.JSONErrorsMiddleware",
     "pipeline_project.core.middleware.BodySizeLimitMiddleware",
     "pipeline_project.core.middleware.RejectNulMiddleware",

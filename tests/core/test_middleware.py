@@ -75,6 +75,7 @@ def test_a_chunked_body_under_wsgi_gets_411(api):
         ("/api/v1/jobs/trigger?queue=%00", {}, 400),
         ("/sqlrs/v1/health", {}, 403),  # the CSRF failure of a client without the cookie
         ("/api/v1/nope", {}, 404),
+        ("/sqlrs/v1/health", {"HTTP_HOST": "evil.example"}, 400),  # raised by CommonMiddleware: a disallowed host
     ],
 )
 def test_refusals_carry_the_headers_every_answer_does(path, headers, status):
