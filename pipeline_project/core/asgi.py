@@ -14,6 +14,8 @@
   an idle thread (and a pooled connection) for as long as it listens.
 """
 
+import asyncio
+
 from asgiref.sync import SyncToAsync, sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
@@ -26,8 +28,9 @@ class BoundedBody:
     """A request's ``receive``, reading its body only while it stays within the limit.
 
     Once the body is refused (declared too large, or past the limit as it arrives), Django's
-    body reader gets an empty last chunk, and later calls (Django's disconnect listener) pass
-    over any body the client still sends.
+    body reader gets an empty last chunk, and nothing more is asked of the server: Django's
+    disconnect listener waits until the answer is sent and it is cancelled. So the server reads
+    no more of the body (nor sends ``100 Continue`` for one declared too large).
     """
 
     def __init__(self, receive, *, declared_length: int | None, limit: int):
@@ -42,9 +45,7 @@ class BoundedBody:
             if not self._body_done:
                 self._body_done = True
                 return {"type": "http.request", "body": b"", "more_body": False}
-            while (message := await self._receive())["type"] == "http.request":
-                pass
-            return message
+            await asyncio.Event().wait()  # until cancelled: the 413 is answered at once
         message = await self._receive()
         if message["type"] == "http.request" and not self._body_done:
             self.received += len(message.get("body", b""))

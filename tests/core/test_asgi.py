@@ -75,6 +75,7 @@ def test_a_huge_declared_length_is_answered_at_once_without_reading(path, settin
     assert error_problem(path, status, headers["Content-Type"], body) is None
     assert not missing_security_headers(headers)
     assert headers["connection"] == "close"
+    assert client.sent == 0  # not a byte was asked of the server
 
 
 def test_a_body_without_a_length_stops_being_read_past_the_limit(settings):
@@ -84,6 +85,7 @@ def test_a_body_without_a_length_stops_being_read_past_the_limit(settings):
     status, headers, body = call("/api/v1/jobs/trigger", [(b"transfer-encoding", b"chunked")], client)
 
     assert status == 413 and json.loads(body)["code"] == "request_too_large"
+    assert client.sent == 3 * MiB  # the chunk that passed the limit was the last one asked for
     assert not missing_security_headers(headers) and headers["connection"] == "close"
 
 

@@ -187,6 +187,19 @@ def test_a_huge_declared_length_gets_413_at_once_without_its_body(command, path)
     assert closed
 
 
+def test_a_huge_body_announced_with_expect_100_continue_is_refused_without_inviting_it():
+    with web_server() as (port, _server):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            client.sendall(
+                b"POST /api/v1/jobs/trigger HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Expect: 100-continue\r\nContent-Length: 1000000000000\r\n\r\n"
+            )
+            status, headers, body = _read_response(client)  # the first answer: not "100 Continue"
+
+    assert status == 413 and json.loads(body)["code"] == "request_too_large"
+    assert headers["connection"] == "close"
+
+
 def _read_response(client: socket.socket) -> tuple[int, dict, bytes]:
     """One HTTP/1.1 response with a Content-Length, read from a raw socket: status, headers, body."""
     received = b""
