@@ -20,8 +20,8 @@ from django.test import Client
 from django.urls import Resolver404, resolve
 from django.utils.crypto import get_random_string
 from hypothesis import HealthCheck, Phase, given
-from hypothesis.errors import Unsatisfiable
 from hypothesis import settings as hypothesis_settings
+from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
 import tests.jobs.processes.processors  # noqa: F401  (registers the test.* namespaces)
