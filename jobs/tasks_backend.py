@@ -9,26 +9,34 @@ dl_jobs priorities (200..0, lower first); ``run_after`` is ``available_at``. The
 finds the function through a registry resolver; its return value is kept in the job's
 ``done`` event and errors in its ``failed``/``requeue`` events, which is what
 ``get_result`` reads back.
+
+The result ``enqueue`` returns is what ``get_result`` reads back until a worker touches the
+job: ``enqueued_at`` is the stored ``created_at``, args are as the task will receive them.
+Only tasks the worker can find are accepted: defined in a trusted module
+(``jobs.handlers_loader.trusted_module``), under the name they are enqueued by.
 """
 
+import json
 import traceback
 import uuid
+from datetime import datetime
 from functools import partial
 
-from django.apps import apps
-from django.conf import settings
 from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import TaskError
-from django.tasks.exceptions import TaskResultDoesNotExist
+from django.tasks.base import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, TaskError
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from jobs import services
+from jobs.handlers_loader import trusted_module
 from jobs.models import EventKind, Job, JobStatus, uuid7
 from jobs.registry import JobContext, TaskHandler
+from jobs.services.producers import text_field_problem
+from pipeline_project.core.snapshot import snapshot
 
 PRIORITY_OFFSET = 100  # dl priority = 100 - django priority
 
@@ -43,14 +51,33 @@ _STATUS = {
 
 
 class DatabaseBackend(BaseTaskBackend):
+    supports_async_task = True  # the worker runs a coroutine function to its end (Task.call)
     supports_defer = True
     supports_priority = True
     supports_get_result = True
 
+    def validate_task(self, task):
+        """Django's rules, and what the worker needs to run the task: a module it trusts (see
+        ``jobs.handlers_loader``), a queue name and a task name the queue accepts."""
+        super().validate_task(task)
+        module = task.func.__module__
+        if not trusted_module(module):
+            raise InvalidTask(
+                f"Task module {module!r} is not one the worker imports: define the task in an installed "
+                "app, or name its module in JOBS_HANDLER_MODULES."
+            )
+        for field, value in (("queue", task.queue_name), ("task", task.module_path)):
+            if problem := text_field_problem(field, value):
+                raise InvalidTask(f"The {field} name {value!r} cannot be a job's: {problem}")
+
     def enqueue(self, task, args, kwargs):
         self.validate_task(task)
+        found = _django_task(task.module_path)
+        if found is None or found.func is not task.func:  # at definition its name is not bound yet
+            raise InvalidTask(f"{task.module_path!r} does not name this task: the worker could not find it.")
+        # As the task will receive them: JSON, through PostgreSQL.
+        payload = json.loads(json.dumps({"args": normalize_json(args), "kwargs": normalize_json(kwargs)}))
         job_id = uuid7()
-        payload = {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
         services.job_enqueue(
             spec=services.JobSpec(
                 job_id=job_id,
@@ -68,7 +95,7 @@ class DatabaseBackend(BaseTaskBackend):
             task=task,
             id=str(job_id),
             status=TaskResultStatus.READY,
-            enqueued_at=timezone.now(),
+            enqueued_at=Job.objects.values_list("created_at", flat=True).get(job_id=job_id),
             started_at=None,
             finished_at=None,
             last_attempted_at=None,
@@ -86,18 +113,21 @@ class DatabaseBackend(BaseTaskBackend):
             job_id = uuid.UUID(str(result_id))
         except ValueError:
             raise TaskResultDoesNotExist(result_id) from None
-        job = Job.objects.filter(job_id=job_id).first()
-        task = _django_task(job.task) if job else None
-        if task is None:
-            raise TaskResultDoesNotExist(result_id)
-        return _task_result(task, job, self.alias)
+        with snapshot():
+            job = Job.objects.filter(job_id=job_id).first()
+            task = _django_task(job.task) if job else None
+            if task is None:
+                raise TaskResultDoesNotExist(result_id)
+            return _task_result(task, job, list(job.events.order_by("event_id")), self.alias)
 
 
-def _task_result(task: Task, job: Job, alias: str) -> TaskResult:
-    worker_ids, errors, last_attempted_at, return_value = [], [], None, None
-    for event in job.events.order_by("event_id"):
+def _task_result(task: Task, job: Job, events: list, alias: str) -> TaskResult:
+    worker_ids, errors, last_attempted_at, return_value, run_after = [], [], None, None, None
+    for event in events:
         payload = event.payload or {}
-        if event.kind == EventKind.PICKED:
+        if event.kind == EventKind.QUEUED and payload.get("available_at"):
+            run_after = datetime.fromisoformat(payload["available_at"])
+        elif event.kind == EventKind.PICKED:
             worker_ids.append(payload.get("worker", ""))
             last_attempted_at = event.ts
         elif "exception_class" in payload:
@@ -109,7 +139,7 @@ def _task_result(task: Task, job: Job, alias: str) -> TaskResult:
         elif event.kind == EventKind.DONE:
             return_value = payload.get("result")
     result = TaskResult(
-        task=task,
+        task=_as_enqueued(task, job, run_after=None if run_after == job.created_at else run_after, alias=alias),
         id=str(job.job_id),
         status=_STATUS[job.status],
         enqueued_at=job.created_at,
@@ -126,13 +156,17 @@ def _task_result(task: Task, job: Job, alias: str) -> TaskResult:
     return result
 
 
-def _trusted_module(module_path: str) -> bool:
-    """Inside an installed app, or one of the JOBS_HANDLER_MODULES."""
-    if apps.get_containing_app_config(module_path) is not None:
-        return True
-    return any(
-        module_path == trusted or module_path.startswith(f"{trusted}.") for trusted in settings.JOBS_HANDLER_MODULES
-    )
+def _as_enqueued(task: Task, job: Job, *, run_after: datetime | None, alias: str) -> Task:
+    """The task as it was enqueued (``task.using(...)``): its priority, queue, run_after, backend.
+
+    ``run_after`` is the queued event's ``available_at``, unless that was the insert's own time:
+    the job's ``available_at`` moves with retries.
+    """
+    priority = min(TASK_MAX_PRIORITY, max(TASK_MIN_PRIORITY, PRIORITY_OFFSET - job.priority))
+    try:
+        return task.using(priority=priority, queue_name=job.queue, run_after=run_after, backend=alias)
+    except InvalidTask:  # a job a producer other than this backend wrote, on a queue the backend refuses
+        return task
 
 
 def _django_task(name: str) -> Task | None:
@@ -141,7 +175,7 @@ def _django_task(name: str) -> Task | None:
     Only trusted modules are imported: a job's task name comes from API clients.
     """
     module_path = name.rpartition(".")[0]
-    if not module_path or not _trusted_module(module_path):
+    if not module_path or not trusted_module(module_path):
         return None
     try:
         candidate = import_string(name)
@@ -182,7 +216,7 @@ def _run_django_task(task: Task, context: JobContext):
         else:
             value = task.call(*args, **kwargs)
         value = normalize_json(value)
-    except Exception as exc:
+    except BaseException as exc:  # SystemExit too: the worker records every way a run ends
         object.__setattr__(result, "status", TaskResultStatus.FAILED)
         object.__setattr__(result, "finished_at", timezone.now())
         result.errors.append(

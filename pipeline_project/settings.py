@@ -84,18 +84,23 @@ INSTALLED_APPS = [
     "jobs.dbstates",
 ]
 
+# Every answer carries the security headers: the middleware that add them come first, outside
+# any that may raise (a disallowed Host, say), and the ones that refuse requests come last, so
+# their answers pass back through the rest (X-Request-ID, Vary) as any other answer does. The
+# refusers still run before any view or the CSRF check (process_view); nothing above reads a body.
 MIDDLEWARE = [
     "pipeline_project.core.middleware.RequestIdMiddleware",
-    "pipeline_project.core.middleware.BodySizeLimitMiddleware",
-    "pipeline_project.core.middleware.RejectNulMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "pipeline_project.core.middleware.JSONErrorsMiddleware",
+    "pipeline_project.core.middleware.BodySizeLimitMiddleware",
+    "pipeline_project.core.middleware.RejectNulMiddleware",
 ]
 
 ROOT_URLCONF = "pipeline_project.urls"
@@ -197,6 +202,16 @@ WHITENOISE_USE_FINDERS = True  # serve app static files even before collectstati
 
 LOGIN_URL = "admin:login"
 CSRF_FAILURE_VIEW = "pipeline_project.core.views.csrf_failure"
+# Paths (a prefix and everything under it) whose errors are JSON, whatever part of the stack
+# answers them, and the builder of their body: ``build(code, message, details) -> dict``.
+# Other paths (the admin, /pipeline) get Django's error pages.
+JSON_ERROR_PATHS = {
+    "/api/": "pipeline_project.core.errors.error_body",
+    "/health": "pipeline_project.core.errors.error_body",
+    "/status": "pipeline_project.core.errors.error_body",
+    "/metrics": "pipeline_project.core.errors.error_body",
+    "/sqlrs/": "jobs.dbstates.api.errors.sqlrs_error",  # sqlrs's ErrorResponse: details as text
+}
 
 # Requests with a larger body are refused with 413 before anything is parsed.
 MAX_REQUEST_BODY_BYTES = env_number("MAX_REQUEST_BODY_BYTES", 5 * 1024 * 1024, int)

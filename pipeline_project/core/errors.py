@@ -1,12 +1,19 @@
 """The one error shape of the API: ``{"code": ..., "message": ..., "details": {...}}``.
 
 Services raise :class:`ApplicationError` subclasses; they know nothing about HTTP beyond
-the status they suggest. The DRF exception handler and Django's error views below turn
-every 4xx (and the 500 that should never happen) into that shape.
+the status they suggest. The DRF exception handler, Django's error views and the middleware
+turn every 4xx (and the 500 that should never happen) into that shape, or into the shape
+``JSON_ERROR_PATHS`` names for the path (sqlrs's ErrorResponse under /sqlrs/).
 """
 
+from collections.abc import Callable
+from functools import lru_cache
+from http import HTTPStatus
+
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, JsonResponse
+from django.utils.module_loading import import_string
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -69,5 +76,43 @@ def api_exception_handler(exc, context):
     return response
 
 
-def json_error(status_code: int, code: str, message: str, details: dict | None = None) -> JsonResponse:
-    return JsonResponse(error_body(code, message, details), status=status_code)
+def json_error(path: str, status_code: int, code: str, message: str, details: dict | None = None) -> JsonResponse:
+    """An error answer in the shape of ``path``'s errors (the project's where no shape is named)."""
+    build = error_shape(path) or error_body
+    return JsonResponse(build(code, message, details), status=status_code)
+
+
+def error_shape(path: str) -> Callable[..., dict] | None:
+    """The body builder of ``path``'s errors, or None where errors are Django's HTML pages."""
+    for inside, build in _error_shapes(tuple(settings.JSON_ERROR_PATHS.items())):
+        if path == inside.rstrip("/") or path.startswith(inside):
+            return build
+    return None
+
+
+@lru_cache(maxsize=8)
+def _error_shapes(configured: tuple) -> list[tuple[str, Callable[..., dict]]]:
+    shapes = [(prefix if prefix.endswith("/") else f"{prefix}/", import_string(dotted)) for prefix, dotted in configured]
+    return sorted(shapes, key=lambda shape: -len(shape[0]))  # the most specific prefix first
+
+
+# Codes of the statuses an error can reach a JSON path with, without a view naming its own
+# (the rest are their HTTP phrase: 404 not_found, 405 method_not_allowed, ...).
+STATUS_CODES = {
+    400: "bad_request",
+    401: "not_authenticated",
+    403: "permission_denied",
+    413: "request_too_large",
+    500: "server_error",
+}
+
+
+def status_error(path: str, status_code: int, *, method: str = "") -> JsonResponse:
+    """A JSON error for a status some part of the stack answered without a JSON body."""
+    try:
+        phrase = HTTPStatus(status_code).phrase
+    except ValueError:
+        phrase = "Error"
+    code = STATUS_CODES.get(status_code) or phrase.lower().replace(" ", "_").replace("-", "_")
+    message = f'Method "{method}" not allowed.' if status_code == 405 else f"{phrase}."
+    return json_error(path, status_code, code, message)

@@ -5,7 +5,7 @@ import uuid
 
 from django.conf import settings
 
-from pipeline_project.core.errors import json_error
+from pipeline_project.core.errors import error_shape, json_error, status_error
 from pipeline_project.core.views import bad_request
 from pipeline_project.logging import request_id_var
 
@@ -47,11 +47,42 @@ class RequestIdMiddleware:
             request_id_var.reset(reset)
 
 
+class JSONErrorsMiddleware:
+    """On the API's paths, an error answered without a JSON body gets one in the path's shape.
+
+    Django's error views cover raised errors; this covers the answers some part of the stack
+    returns itself: Django's 405 for a method a plain view lacks, a library's HTML or empty
+    error, the technical pages of DEBUG. Headers (``Allow``, ``WWW-Authenticate``) and cookies
+    stay. It sits inside every middleware that adds headers, so its answers get them too.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if response.status_code < 400 or not error_shape(request.path) or _is_json(response):
+            return response
+        replacement = status_error(request.path, response.status_code, method=request.method)
+        for header, value in response.items():
+            if header.lower() not in ("content-type", "content-length"):
+                replacement[header] = value
+        replacement.cookies = response.cookies
+        response.close()
+        return replacement
+
+
+def _is_json(response) -> bool:
+    return response.get("Content-Type", "").split(";")[0].strip().lower() == "application/json"
+
+
 class BodySizeLimitMiddleware:
     """Refuse oversized bodies with 413 before any parser reads them.
 
     DRF reads request bodies as a stream, so Django's DATA_UPLOAD_MAX_MEMORY_SIZE does not
-    protect the API on its own.
+    protect the API on its own. Under ASGI the handler reads no body whose declared length
+    is too large, and counts one sent without a length (pipeline_project.core.asgi), so this
+    answers every oversized body, under WSGI and ASGI alike.
     """
 
     def __init__(self, get_response):
@@ -63,16 +94,17 @@ class BodySizeLimitMiddleware:
         ):
             # A WSGI server hands Django no length for a chunked body, and Django then reads none
             # (the ASGI handler reads the chunks and sets the length).
-            return json_error(411, "length_required", "Send the body with a Content-Length.")
+            return json_error(request.path, 411, "length_required", "Send the body with a Content-Length.")
         raw_length = request.META.get("CONTENT_LENGTH") or "0"
         try:
             length = int(raw_length)
         except ValueError:
-            return json_error(400, "invalid_content_length", "Content-Length must be an integer.")
+            return json_error(request.path, 400, "invalid_content_length", "Content-Length must be an integer.")
         if length < 0:
-            return json_error(400, "invalid_content_length", "Content-Length must not be negative.")
+            return json_error(request.path, 400, "invalid_content_length", "Content-Length must not be negative.")
         if length > settings.MAX_REQUEST_BODY_BYTES:
             return json_error(
+                request.path,
                 413,
                 "request_too_large",
                 "The request body is too large.",

@@ -1,6 +1,7 @@
 """Service endpoints outside the versioned API: /health, /status, /metrics, error views."""
 
 from django.http import HttpResponse, JsonResponse
+from django.urls import Resolver404
 from django.views import csrf, defaults
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
@@ -11,17 +12,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pipeline_project.core import selectors
-from pipeline_project.core.errors import json_error
+from pipeline_project.core.errors import error_shape, json_error
 from pipeline_project.core.metrics import metrics_registry
-
-_JSON_PREFIXES = ("/api/", "/health", "/status", "/metrics")
 
 
 @csrf_exempt  # a POST gets the 405 below, not a CSRF page
 def health(request):
     """Liveness: answers without touching the database."""
     if request.method not in ("GET", "HEAD"):
-        response = json_error(405, "method_not_allowed", f'Method "{request.method}" not allowed.')
+        response = json_error(request.path, 405, "method_not_allowed", f'Method "{request.method}" not allowed.')
         response["Allow"] = "GET, HEAD"
         return response
     return JsonResponse({"status": "ok"})
@@ -62,13 +61,14 @@ class DocsView(ErrorsAsJSONMixin, SpectacularSwaggerView):
     pass
 
 
-def _wants_json(request) -> bool:
-    return request.path.startswith(_JSON_PREFIXES)
+# Django's error views (handler400/403/404/500 and the CSRF failure view): JSON in the path's
+# error shape on the API's paths (settings.JSON_ERROR_PATHS), Django's pages elsewhere.
 
 
 def not_found(request, exception=None):
-    if _wants_json(request):
-        return json_error(404, "not_found", f"No endpoint at {request.path}.")
+    if error_shape(request.path):
+        message = f"No endpoint at {request.path}." if isinstance(exception, Resolver404) else "Not found."
+        return json_error(request.path, 404, "not_found", message)
     return defaults.page_not_found(request, exception)
 
 
@@ -80,24 +80,24 @@ def bad_request(
     message: str = "The request could not be understood.",
     details: dict | None = None,
 ):
-    if _wants_json(request):
-        return json_error(400, code, message, details)
+    if error_shape(request.path):
+        return json_error(request.path, 400, code, message, details)
     return defaults.bad_request(request, exception)
 
 
 def permission_denied(request, exception=None):
-    if _wants_json(request):
-        return json_error(403, "permission_denied", "You do not have permission to perform this action.")
+    if error_shape(request.path):
+        return json_error(request.path, 403, "permission_denied", "You do not have permission to perform this action.")
     return defaults.permission_denied(request, exception)
 
 
 def csrf_failure(request, reason=""):
-    if _wants_json(request):
-        return json_error(403, "csrf_failed", f"CSRF check failed: {reason}")
+    if error_shape(request.path):
+        return json_error(request.path, 403, "csrf_failed", f"CSRF check failed: {reason}")
     return csrf.csrf_failure(request, reason)
 
 
 def server_error(request):
-    if _wants_json(request):
-        return json_error(500, "server_error", "Internal server error; the request id is in the logs.")
+    if error_shape(request.path):
+        return json_error(request.path, 500, "server_error", "Internal server error; the request id is in the logs.")
     return defaults.server_error(request)

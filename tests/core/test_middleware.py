@@ -1,6 +1,10 @@
+import io
+import json
+
 import pytest
 
 from tests.conftest import ALL_DATABASES
+from tests.core.helpers import assert_error_shape, error_problem, missing_security_headers
 
 pytestmark = ALL_DATABASES
 
@@ -59,3 +63,69 @@ def test_a_chunked_body_under_wsgi_gets_411(api):
     )
 
     assert response.status_code == 411 and response.json()["code"] == "length_required"
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "status"),
+    [
+        ("/api/v1/jobs/trigger", {"CONTENT_LENGTH": "1000000000000"}, 413),
+        ("/sqlrs/v1/prepare-jobs", {"CONTENT_LENGTH": "1000000000000"}, 413),
+        ("/api/v1/jobs/trigger", {"CONTENT_LENGTH": "abc"}, 400),
+        ("/api/v1/jobs/trigger", {"HTTP_TRANSFER_ENCODING": "chunked", "CONTENT_LENGTH": ""}, 411),
+        ("/api/v1/jobs/trigger?queue=%00", {}, 400),
+        ("/sqlrs/v1/health", {}, 403),  # the CSRF failure of a client without the cookie
+        ("/api/v1/nope", {}, 404),
+        ("/sqlrs/v1/health", {"HTTP_HOST": "evil.example"}, 400),  # raised by CommonMiddleware: a disallowed host
+    ],
+)
+def test_refusals_carry_the_headers_every_answer_does(path, headers, status):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    usual = client.get("/health").headers
+    expected = [name for name in usual if name.lower() not in ("content-type", "content-length")]
+
+    response = client.generic("POST", path, b"{}", content_type="application/json", **headers)
+
+    assert response.status_code == status
+    assert_error_shape(response)
+    assert [name for name in expected if name not in response.headers] == []
+    assert not missing_security_headers(response.headers)
+
+
+def test_the_wsgi_app_answers_a_huge_declared_length_without_reading_the_body(settings):
+    from pipeline_project.wsgi import application
+
+    class UnreadableBody:
+        def read(self, *args):
+            raise AssertionError("the body was read")
+
+        readline = read
+
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/api/v1/jobs/trigger",
+        "QUERY_STRING": "",
+        "SERVER_NAME": "localhost",
+        "SERVER_PORT": "80",
+        "HTTP_HOST": "localhost",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": "1000000000000",
+        "wsgi.input": UnreadableBody(),
+        "wsgi.url_scheme": "http",
+        "wsgi.errors": io.StringIO(),
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+        "wsgi.version": (1, 0),
+    }
+    started = {}
+
+    body = b"".join(application(environ, lambda status, headers: started.update(status=status, headers=headers)))
+
+    assert started["status"].startswith("413")
+    headers = dict(started["headers"])
+    assert not missing_security_headers(headers)
+    assert error_problem("/api/v1/jobs/trigger", 413, headers["Content-Type"], body) is None
+    assert json.loads(body)["details"] == {"max_bytes": settings.MAX_REQUEST_BODY_BYTES, "content_length": 10**12}

@@ -16,12 +16,17 @@ ROOT = Path(__file__).resolve().parents[2]
 GUNICORN = str(Path(sys.executable).parent / "gunicorn")
 
 
+# The deployed command (ASGI: uvicorn workers), or the WSGI app under gunicorn's own workers.
+ASGI_COMMAND = [GUNICORN, "-c", "pipeline_project/gunicorn_conf.py", "pipeline_project.asgi:application"]
+WSGI_COMMAND = [GUNICORN, "-c", "pipeline_project/gunicorn_conf.py", "-k", "sync", "pipeline_project.wsgi:application"]
+
+
 @contextmanager
-def web_server(*, workers: int = 1, env: dict | None = None):
+def web_server(*, workers: int = 1, env: dict | None = None, command: list[str] = ASGI_COMMAND):
     """Serve the project on a free port; yields ``(port, process)``. Stopped with SIGTERM on exit."""
     port = free_port()
     process = subprocess.Popen(
-        [GUNICORN, "-c", "pipeline_project/gunicorn_conf.py", "pipeline_project.asgi:application"],
+        command,
         cwd=ROOT,
         env={
             **os.environ,

@@ -1,19 +1,25 @@
 """The web server as deployed (gunicorn, uvicorn workers, ASGI): idle followers hold nothing,
-bodies are read however they are sent, and bounded."""
+bodies are read however they are sent, and bounded: a huge declared length is answered at once,
+unread (under WSGI too)."""
 
 import asyncio
 import http.client
+import itertools
 import json
+import socket
 import statistics
 import time
 
 import psycopg
+import pytest
 
 from pipeline_project.core import services as core_services
 from pipeline_project.core.notifications import POOL_MAX_SIZE
 from pipeline_project.databases import connection_params
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.e2e.servers import thread_count, web_server, worker_pids
+from tests.core.helpers import error_problem, missing_security_headers
+from tests.core.sweep import BODY_METHODS, METHODS, converter_value, json_routes
+from tests.e2e.servers import ASGI_COMMAND, WSGI_COMMAND, answers, thread_count, web_server, worker_pids
 from tests.helpers import wait_for
 from tests.jobs.conftest import enqueue
 
@@ -156,3 +162,85 @@ def _chunked_post(port: int, token: str, chunks: list[bytes]) -> tuple[int, byte
         pass  # the server answered and closed before the rest arrived
     response = connection.getresponse()
     return response.status, response.read()
+
+
+@pytest.mark.parametrize("command", [ASGI_COMMAND, WSGI_COMMAND], ids=["asgi", "wsgi"])
+@pytest.mark.parametrize("path", ["/api/v1/jobs/trigger", "/sqlrs/v1/prepare-jobs"])
+def test_a_huge_declared_length_gets_413_at_once_without_its_body(command, path):
+    with web_server(command=command) as (port, _server):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            client.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                "Content-Length: 1000000000000\r\n\r\n".encode()
+            )
+            client.sendall(b'{"queue": "q", ')  # a few bytes of the trillion it declared, and no more
+            started = time.monotonic()
+            status, headers, body = _read_response(client)
+            answered_in = time.monotonic() - started
+            closed = client.recv(1) == b""  # the server does not wait for the rest of the body
+        assert answers(port)  # and goes on serving
+
+    assert status == 413 and answered_in < 1, (status, answered_in)
+    assert error_problem(path, status, headers.get("content-type", ""), body) is None
+    assert json.loads(body)["code"] == "request_too_large"
+    assert not missing_security_headers(headers)
+    assert closed
+
+
+def test_a_huge_body_announced_with_expect_100_continue_is_refused_without_inviting_it():
+    with web_server() as (port, _server):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            client.sendall(
+                b"POST /api/v1/jobs/trigger HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Expect: 100-continue\r\nContent-Length: 1000000000000\r\n\r\n"
+            )
+            status, headers, body = _read_response(client)  # the first answer: not "100 Continue"
+
+    assert status == 413 and json.loads(body)["code"] == "request_too_large"
+    assert headers["connection"] == "close"
+
+
+def _read_response(client: socket.socket) -> tuple[int, dict, bytes]:
+    """One HTTP/1.1 response with a Content-Length, read from a raw socket: status, headers, body."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = client.recv(65536)
+        assert chunk, f"the connection closed before an answer: {received!r}"
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {name.strip().lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}
+    while len(body) < int(headers["content-length"]):
+        chunk = client.recv(65536)
+        assert chunk, "the connection closed in the middle of the answer"
+        body += chunk
+    return int(status_line.split()[1]), headers, body
+
+
+def test_every_route_answers_every_method_in_its_error_shape_under_the_deployed_server():
+    """The sweep's first pass (tests/core/test_api_sweep.py goes deeper, in-process), through the
+    ASGI stack as deployed: every route, every method, a malformed body, with and without a token."""
+    _token, token = core_services.api_token_create(name="sweep")
+    problems, requests = [], 0
+    with web_server() as (port, _server):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for route in json_routes():
+            path = route.path({name: converter_value(kind) for name, kind in route.parameters})
+            for method, auth in itertools.product(METHODS, ({"Authorization": f"Bearer {token}"}, {})):
+                headers = {"Content-Type": "application/json", **auth}
+                connection.request(method, path, body=b'{"queue": ' if method in BODY_METHODS else None, headers=headers)
+                response = connection.getresponse()
+                body = response.read()
+                requests += 1
+                status, content_type = response.status, response.getheader("Content-Type", "")
+                if status >= 500 or 300 <= status < 400:
+                    problems.append(f"{method} {path}: {status} {body[:200]!r}")
+                elif status >= 400 and method != "HEAD" and (problem := error_problem(path, status, content_type, body)):
+                    problems.append(f"{method} {path} ({'token' if auth else 'anonymous'}): {problem}")
+                elif content_type.startswith("text/html") and not route.view.endswith("DocsView"):
+                    problems.append(f"{method} {path}: {status} answered HTML")
+                if response.getheader("Connection", "").lower() == "close":
+                    connection.close()
+
+    assert requests == len(json_routes()) * len(METHODS) * 2
+    assert not problems, "\n".join(problems)
