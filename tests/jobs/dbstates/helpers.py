@@ -16,6 +16,7 @@ from referencing.jsonschema import DRAFT202012
 import jobs.dbstates.job_handlers  # noqa: F401  (registers sqlrs.prepare)
 from jobs.dbstates import postgres, services, statefs
 from jobs.dbstates.models import PrepareEvent, PrepareJob
+from jobs.dbstates.steps import PrepareRequest
 from jobs.worker import WorkerConfig
 from tests.jobs.helpers import FAST, worker_in_thread
 
@@ -40,7 +41,7 @@ def wait_terminal(job_id: str, timeout: float = 60.0) -> PrepareJob:
 def prepare(script_or_args, *, stdin=None, plan_only=False, image=IMAGE) -> PrepareJob:
     args = script_or_args if isinstance(script_or_args, list) else ["-f", str(script_or_args)]
     return services.prepare_job_submit(
-        prepare_kind="psql", image_id=image, psql_args=args, stdin=stdin, plan_only=plan_only
+        request=PrepareRequest(prepare_kind="psql", image_id=image, psql_args=args, stdin=stdin, plan_only=plan_only)
     )
 
 
