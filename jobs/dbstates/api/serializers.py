@@ -100,16 +100,10 @@ class NoBody(RequestSerializer):
 # Query strings
 
 
-class QueryBooleanField(serializers.BooleanField):
+def _flag() -> serializers.BooleanField:
     """A flag as sqlrs reads one (Go's ParseBool: 1/t/true/0/f/false in any case), or yes/no,
-    on/off; empty is false, as there."""
-
-    def to_internal_value(self, data):
-        return False if data == "" else super().to_internal_value(data)
-
-
-def _flag() -> QueryBooleanField:
-    return QueryBooleanField(required=False, default=False)
+    on/off; left out or empty, false (as an empty filter is no filter, as there)."""
+    return serializers.BooleanField(required=False, default=False)
 
 
 def _filter(*, max_length: int = selectors.MAX_FILTER, required: bool = False) -> StrictCharField:
