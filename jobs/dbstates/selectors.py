@@ -217,13 +217,6 @@ def instances_list(*, id_prefix: str | None = None, state: str | None = None, im
     return instances
 
 
-def instance_get(*, instance_id: str) -> Instance:
-    instance = Instance.objects.filter(instance_id=instance_id).first() if INSTANCE_ID.match(instance_id) else None
-    if instance is None:
-        raise NotFoundError(f"instance {instance_id} not found", code="not_found")
-    return instance
-
-
 def instance_resolve(*, ref: str) -> tuple[Instance, bool]:
     """An instance by id or, failing that, by name: (instance, whether the name resolved it)."""
     if INSTANCE_ID.match(ref):

@@ -32,12 +32,16 @@ def _problems(details, where: str = ""):
     """``field.sub: message`` for every message of a serializer's errors, in order."""
     if isinstance(details, dict):
         for name, inner in details.items():
-            yield from _problems(inner, where if name == api_settings.NON_FIELD_ERRORS_KEY else f"{where}.{name}".lstrip("."))
+            yield from _problems(inner, where if name == api_settings.NON_FIELD_ERRORS_KEY else _below(where, name))
     elif isinstance(details, list):
         for index, inner in enumerate(details):
-            yield from _problems(inner, where if isinstance(inner, str) else f"{where}.{index}".lstrip("."))
+            yield from _problems(inner, where if isinstance(inner, str) else _below(where, index))
     elif details:
         yield f"{where}: {details}" if where else str(details)
+
+
+def _below(where: str, name) -> str:
+    return f"{where}.{name}" if where else str(name)
 
 
 def sqlrs_exception_handler(exc, context):

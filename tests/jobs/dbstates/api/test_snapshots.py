@@ -154,32 +154,23 @@ def test_a_dry_run_tree_is_read_as_of_one_moment(api_token):
     assert [node["id"] for node in child_node["children"]] == [instance.instance_id]
 
 
-def _state_row(state_id: str):
-    return State.objects.filter(pk=state_id)
+DELETABLE = {
+    "states": ("/v1/states/{stateId}", State, lambda: a_state()),
+    "prepare-jobs": ("/v1/prepare-jobs/{jobId}", PrepareJob, lambda: a_job(JobStatus.SUCCEEDED)),
+    "instances": ("/v1/instances/{instanceId}", Instance, lambda: an_instance(a_state())),
+}
 
 
-def _job_row(job_id: str):
-    return PrepareJob.objects.filter(pk=job_id)
-
-
-def _instance_row(instance_id: str):
-    return Instance.objects.filter(pk=instance_id)
-
-
-@pytest.mark.parametrize("kind", ["states", "prepare-jobs", "instances"])
+@pytest.mark.parametrize("kind", sorted(DELETABLE))
 def test_a_row_deleted_while_its_deletion_waited_for_its_lock_is_a_404(api_token, kind):
-    if kind == "states":
-        route, row_id, rows = "/v1/states/{stateId}", a_state().state_id, _state_row
-    elif kind == "prepare-jobs":
-        route, row_id, rows = "/v1/prepare-jobs/{jobId}", a_job(JobStatus.SUCCEEDED).job_id, _job_row
-    else:
-        route, row_id, rows = "/v1/instances/{instanceId}", an_instance(a_state()).instance_id, _instance_row
+    route, model, make = DELETABLE[kind]
+    row_id = make().pk
     locked, release = threading.Event(), threading.Event()
 
     def act(index: int):
         if index == 0:  # another deleter: locks the row, deletes it, commits once the API waits on it
             with transaction.atomic():
-                row = rows(row_id).select_for_update().get()
+                row = model.objects.select_for_update().get(pk=row_id)
                 locked.set()
                 release.wait(timeout=30)
                 row.delete()
@@ -187,7 +178,11 @@ def test_a_row_deleted_while_its_deletion_waited_for_its_lock_is_a_404(api_token
         locked.wait(timeout=30)
         return engine_call("delete", f"/sqlrs/v1/{kind}/{row_id}", token=api_token)
 
-    waiter = threading.Thread(target=lambda: (wait_for(lock_waiters, timeout=30, what="the API to wait"), release.set()))
+    def release_once_the_api_waits():
+        wait_for(lock_waiters, timeout=30, what="the API to wait for the lock")
+        release.set()
+
+    waiter = threading.Thread(target=release_once_the_api_waits)
     waiter.start()
     _none, (code, headers, body) = run_in_threads(2, act)
     waiter.join()

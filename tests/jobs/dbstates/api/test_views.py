@@ -44,7 +44,9 @@ def test_every_route_answers_as_the_contract_says(engine, tmp_path):
     request = {"prepare_kind": "psql", "image_id": "postgres:15", "psql_args": ["-f", str(path)]}
     with engine_worker():
         accepted, headers = engine("post", "/v1/prepare-jobs", "/v1/prepare-jobs", status=201, data=request)
-        assert headers["Location"] == accepted["status_url"] == f"http://testserver/sqlrs/v1/prepare-jobs/{accepted['job_id']}"
+        status_url = f"http://testserver/sqlrs/v1/prepare-jobs/{accepted['job_id']}"
+        assert headers["Location"] == accepted["status_url"] == status_url
+        assert accepted["events_url"] == f"{status_url}/events"
         job_id = accepted["job_id"]
         job = wait_terminal(job_id)
         planned, _ = engine(
