@@ -207,19 +207,19 @@ def job_finish(*, job_id: str, result: dict | None = None, error: dict | None = 
     return True
 
 
-def prepare_job_cancel(*, job_id: str) -> tuple[PrepareJob, bool]:
-    """Cancel a queued or running job; returns (job, whether it was still going)."""
+def prepare_job_cancel(*, job_id: str) -> bool:
+    """Cancel a queued or running job; returns whether it was still going (the caller reads what
+    it became: it may have been deleted meanwhile)."""
     job = PrepareJob.objects.filter(job_id=job_id).first()
     if job is None:
         raise NotFoundError(f"prepare job {job_id} not found", code="not_found")
     if job.is_terminal:
-        return job, False
+        return False
     if job.queue_job_id:
         counts = jobs_cancel(selection=Selection.of_ids([job.queue_job_id]), by="sqlrs")
         if counts.changed:  # it was still queued: no worker will write its end
             job_finish(job_id=job_id, error=error_of("cancelled", "the prepare job was cancelled"))
-    job.refresh_from_db()
-    return job, True
+    return True
 
 
 def jobs_retention_apply(*, signature: str) -> list[str]:

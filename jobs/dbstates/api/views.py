@@ -182,7 +182,7 @@ class PrepareJobCancelView(EngineView):
 
     @accepts()
     def post(self, request, job_id):
-        _job, was_active = services.prepare_job_cancel(job_id=job_id)
+        was_active = services.prepare_job_cancel(job_id=job_id)
         return Response(selectors.job_status_get(job_id=job_id), status=202 if was_active else 200)
 
 

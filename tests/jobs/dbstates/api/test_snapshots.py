@@ -154,6 +154,15 @@ def test_a_dry_run_tree_is_read_as_of_one_moment(api_token):
     assert [node["id"] for node in child_node["children"]] == [instance.instance_id]
 
 
+def test_a_job_deleted_while_it_was_being_canceled_is_a_404(api_token):
+    job = a_job(JobStatus.QUEUED)
+    gone = lambda: PrepareJob.objects.filter(pk=job.pk).delete()  # noqa: E731
+    with writer_between_reads("sqlrs_prepare_jobs", gone) as ran:
+        code, headers, body = engine_call("post", f"/sqlrs/v1/prepare-jobs/{job.job_id}/cancel", token=api_token)
+    assert ran and code == 404, body[:300]
+    error_conforms("/v1/prepare-jobs/{jobId}/cancel", "post", code, headers, body)
+
+
 DELETABLE = {
     "states": ("/v1/states/{stateId}", State, lambda: a_state()),
     "prepare-jobs": ("/v1/prepare-jobs/{jobId}", PrepareJob, lambda: a_job(JobStatus.SUCCEEDED)),
