@@ -285,20 +285,22 @@ def name_entry(name: Name) -> dict:
 # States
 
 
+def _running_tasks(lookup: str, states):
+    """Running tasks that read or write the state(s) ``states`` (``lookup``: "" or "__in")."""
+    return PrepareTask.objects.filter(status=JobStatus.RUNNING).filter(
+        Q(**{f"output_state_id{lookup}": states}) | Q(input_kind="state", **{f"input_id{lookup}": states})
+    )
+
+
 def running_tasks_on(state_id):
     """Running tasks that read or write the state ``state_id`` (an id, or an OuterRef to one)."""
-    return PrepareTask.objects.filter(status=JobStatus.RUNNING).filter(
-        Q(output_state_id=state_id) | Q(input_kind="state", input_id=state_id)
-    )
+    return _running_tasks("", state_id)
 
 
 def states_in_use(state_ids: list[str]) -> set[str]:
     """Those of the states that a running task reads or writes (one statement)."""
-    running = PrepareTask.objects.filter(status=JobStatus.RUNNING).filter(
-        Q(output_state_id__in=state_ids) | Q(input_kind="state", input_id__in=state_ids)
-    )
-    used = {state_id for pair in running.values_list("output_state_id", "input_id") for state_id in pair}
-    return used & set(state_ids)
+    touched = _running_tasks("__in", state_ids).values_list("output_state_id", "input_id")
+    return {state_id for pair in touched for state_id in pair} & set(state_ids)
 
 
 def _with_refcount(states):
