@@ -101,7 +101,7 @@ class NoBody(RequestSerializer):
 
 
 def _flag() -> serializers.BooleanField:
-    """A flag as sqlrs reads one (Go's ParseBool: 1/t/true/0/f/false in any case), or yes/no,
+    """A flag as sqlrs reads one (Go's ParseBool: 1, t, T, true, True, TRUE and their false), or yes/no,
     on/off; left out or empty, false (as an empty filter is no filter, as there)."""
     return serializers.BooleanField(required=False, default=False)
 
