@@ -13,6 +13,7 @@ from jobs.dbstates import deletion, selectors, services
 from jobs.dbstates.models import Instance, Name, PrepareEvent, PrepareJob, PrepareTask, State
 from pipeline_project.core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from pipeline_project.core.errors import ApplicationError
+from pipeline_project.core.snapshot import snapshot
 
 TREE_LIMIT = 500  # states drawn on the tree page
 
@@ -37,6 +38,27 @@ class EventInline(ReadOnlyTabularInline):
     model = PrepareEvent
     fields = ["seq", "ts", "type", "task_id", "status", "message", "error"]
     ordering = ["seq"]
+
+
+class OneSnapshotPagesMixin:
+    """A list page, or an object's page with its inlines, is read from one snapshot: rendered
+    inside it (a template response reads its querysets when it renders)."""
+
+    def changelist_view(self, request, extra_context=None):
+        return _read_in_one_snapshot(request, super().changelist_view, request, extra_context)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        return _read_in_one_snapshot(request, super().change_view, request, object_id, form_url, extra_context)
+
+
+def _read_in_one_snapshot(request, view, *args):
+    if request.method not in ("GET", "HEAD"):
+        return view(*args)
+    with snapshot():
+        response = view(*args)
+        if hasattr(response, "render"):
+            response.render()
+    return response
 
 
 class ServiceDeletionMixin:
@@ -87,7 +109,7 @@ class ServiceDeletionMixin:
 
 
 @admin.register(PrepareJob)
-class PrepareJobAdmin(ServiceDeletionMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class PrepareJobAdmin(OneSnapshotPagesMixin, ServiceDeletionMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "job_id",
         "status",
@@ -121,7 +143,7 @@ class PrepareJobAdmin(ServiceDeletionMixin, ReadOnlyAdminMixin, admin.ModelAdmin
     @admin.action(permissions=["repair"], description="Cancel the selected queued or running jobs")
     def cancel_jobs(self, request, queryset):
         cancelled = sum(
-            services.prepare_job_cancel(job_id=job_id)[1] for job_id in queryset.values_list("pk", flat=True)
+            services.prepare_job_cancel(job_id=job_id) for job_id in queryset.values_list("pk", flat=True)
         )
         self.message_user(request, f"Cancellation requested for {cancelled} job(s); finished ones were left alone.")
 
@@ -130,7 +152,7 @@ class PrepareJobAdmin(ServiceDeletionMixin, ReadOnlyAdminMixin, admin.ModelAdmin
 
 
 @admin.register(State)
-class StateAdmin(ServiceDeletionMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class StateAdmin(OneSnapshotPagesMixin, ServiceDeletionMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["short_id", "parent_link", "prepare_args_normalized", "image_id", "size", "refcount", "use_count"]
     list_display += ["last_used_at", "created_at"]
     list_filter = ["prepare_kind", "engine_version"]
@@ -188,6 +210,7 @@ class StateAdmin(ServiceDeletionMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
         return TemplateResponse(request, "admin/dbstates/state_tree.html", context)
 
 
+@snapshot()
 def _tree_rows() -> list[dict]:
     """The newest states as (depth, state, its instances) rows, each under its parent."""
     states = list(selectors.states_list().order_by("-created_at")[:TREE_LIMIT])
@@ -209,7 +232,7 @@ def _tree_rows() -> list[dict]:
 
 
 @admin.register(Instance)
-class InstanceAdmin(ServiceDeletionMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class InstanceAdmin(OneSnapshotPagesMixin, ServiceDeletionMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["instance_id", "status", "state_link", "dsn", "connections", "names_list", "created_at"]
     list_filter = ["status"]
     search_fields = ["instance_id__startswith", "names__name"]

@@ -20,7 +20,9 @@ from jobs.dbstates import deletion, images, planning, selectors, statefs, steps
 from jobs.dbstates.config import config_value, duration_seconds
 from jobs.dbstates.models import CacheEviction, State
 from jobs.dbstates.services import prepare_request_check
+from jobs.dbstates.steps import PrepareRequest
 from pipeline_project.core.errors import InvalidInputError, NotFoundError
+from pipeline_project.core.snapshot import snapshot
 
 
 @dataclass
@@ -97,7 +99,9 @@ def _reclaimable(min_state_age: str) -> Reclaimable:
     return Reclaimable(state_count, evictable["size"], state_count - evictable["count"])
 
 
+@snapshot()
 def cache_status() -> dict:
+    """The cache's figures, every one from the same snapshot of the metadata."""
     usage = _usage()
     reclaimable = _reclaimable(usage.min_state_age)
     last = CacheEviction.objects.first()
@@ -176,15 +180,13 @@ def cache_evict(*, trigger: str) -> dict:
     return {"evicted": evicted, "freed_bytes": freed}
 
 
-def prepare_explain(*, prepare_kind, image_id, psql_args=None, stdin=None, **lb) -> dict:
+def prepare_explain(*, request: PrepareRequest) -> dict:
     """The cache decision a prepare would meet, computed as the job computes it; nothing is kept
     (an lb plan asks Liquibase on a throw-away copy of the base)."""
-    request = prepare_request_check(
-        prepare_kind=prepare_kind, image_id=image_id, psql_args=psql_args, stdin=stdin, **lb
-    )
-    image = images.image_resolve(image_id)
+    normalized = prepare_request_check(request=request)
+    image = images.image_resolve(request.image_id)
     try:
-        planned = steps.steps_plan(request, image, workspace=statefs.root() / "tmp" / uuid.uuid4().hex)
+        planned = steps.steps_plan(normalized, image, workspace=statefs.root() / "tmp" / uuid.uuid4().hex)
     except steps.PlanFailed as exc:
         raise InvalidInputError(str(exc), code="invalid_argument", details={"output": exc.details}) from None
     hashes = [step.task_hash for step in planned]

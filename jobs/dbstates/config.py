@@ -64,12 +64,13 @@ SCHEMA = {
         },
     },
 }
+MAX_PATH = 200
 PATH_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _parts(path: str) -> list[str]:
-    if not isinstance(path, str) or len(path) > 200 or not PATH_PATTERN.match(path):
+    if not isinstance(path, str) or len(path) > MAX_PATH or not PATH_PATTERN.match(path):
         raise InvalidInputError(f"invalid config path {path!r} (expected a.b.c)", code="invalid_argument")
     return path.split(".")
 

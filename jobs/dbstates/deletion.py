@@ -1,11 +1,13 @@
 """Deleting instances, states (as a tree) and prepare jobs: sqlrs's DeleteResult (seed 1.7, 2.4).
 
 The whole tree is built and checked first, with its rows locked (so no prepare adds a child or
-an instance meanwhile); only when no node is blocked is anything removed: nothing is deleted
-partially. Connection tracking is real: an instance with client sessions in its server's
+an instance meanwhile; a dry run reads one snapshot instead); only when no node is blocked is
+anything removed: nothing is deleted partially. A row gone before it could be read is a 404.
+Connection tracking is real: an instance with client sessions in its server's
 ``pg_stat_activity`` is blocked unless ``force``, which terminates them.
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +17,8 @@ from django.db import transaction
 from jobs.dbstates import postgres, selectors, statefs
 from jobs.dbstates.models import Instance, PrepareJob, State
 from jobs.services.operators import Selection, jobs_cancel
+from pipeline_project.core.errors import NotFoundError
+from pipeline_project.core.snapshot import snapshot
 
 ACTIVE_CONNECTIONS = "active_connections"
 ACTIVE_TASKS = "active_tasks"
@@ -83,21 +87,56 @@ def _instance_node(instance: Instance, *, force: bool) -> Node:
     )
 
 
-def _state_node(state: State, *, recurse: bool, force: bool) -> Node:
-    node = Node("state", state.state_id, row=state)
-    children = list(State.objects.select_for_update().filter(parent=state).order_by("created_at"))
-    instances = list(Instance.objects.select_for_update().filter(state=state).order_by("created_at"))
-    if selectors.running_tasks_on(state.state_id).exists():
-        node.blocked = ACTIVE_TASKS
-    if not recurse:
-        if children or instances:
-            node.blocked = node.blocked or HAS_DESCENDANTS
+def _state_tree(root: State, *, recurse: bool, force: bool, lock: bool) -> Node:
+    """The state's node: with ``recurse`` its whole subtree (states, then instances); without,
+    blocked by any child or instance. Read level by level, each level in one statement."""
+    children: dict[str, list[State]] = {}
+    members, level = [root], [root.state_id]
+    while level:
+        found = list(_rows(State.objects.filter(parent_id__in=level).order_by("created_at", "state_id"), lock=lock))
+        for state in found:
+            children.setdefault(state.parent_id, []).append(state)
+        level = [state.state_id for state in found] if recurse else []
+        members += found if recurse else []
+    ids = [state.state_id for state in members]
+    instances: dict[str, list[Instance]] = {}
+    for instance in _rows(Instance.objects.filter(state_id__in=ids).order_by("created_at", "instance_id"), lock=lock):
+        instances.setdefault(instance.state_id, []).append(instance)
+    busy = selectors.states_in_use(ids)
+
+    def node_of(state: State) -> Node:
+        node = Node("state", state.state_id, blocked=ACTIVE_TASKS if state.state_id in busy else "", row=state)
+        child_states, own_instances = children.get(state.state_id, []), instances.get(state.state_id, [])
+        if not recurse:
+            node.blocked = node.blocked or (HAS_DESCENDANTS if child_states or own_instances else "")
+            return node
+        node.children = [node_of(child) for child in child_states]
+        node.children += [_instance_node(instance, force=force) for instance in own_instances]
+        if not node.blocked and any(child.blocked for child in node.children):
+            node.blocked = BLOCKED_BY_DESCENDANT
         return node
-    node.children = [_state_node(child, recurse=True, force=force) for child in children]
-    node.children += [_instance_node(instance, force=force) for instance in instances]
-    if not node.blocked and any(child.blocked for child in node.children):
-        node.blocked = BLOCKED_BY_DESCENDANT
-    return node
+
+    return node_of(root)
+
+
+def _rows(queryset, *, lock: bool):
+    return queryset.select_for_update() if lock else queryset
+
+
+@contextmanager
+def _tree_reads(*, dry_run: bool):
+    """A dry run reads one snapshot; a deletion locks what it reads, in one transaction, until
+    it has removed it."""
+    with snapshot() if dry_run else transaction.atomic():
+        yield
+
+
+def _one(queryset, *, lock: bool, what: str):
+    """The row (locked for a deletion), or a 404: it may have gone since the request named it."""
+    row = _rows(queryset, lock=lock).first()
+    if row is None:
+        raise NotFoundError(f"{what} not found", code="not_found")
+    return row
 
 
 def _finish(root: Node, *, dry_run: bool, remove) -> DeleteResult:
@@ -110,17 +149,17 @@ def _finish(root: Node, *, dry_run: bool, remove) -> DeleteResult:
 
 
 def instance_delete(*, instance_id: str, force: bool = False, dry_run: bool = False) -> DeleteResult:
-    with transaction.atomic():
-        instance = selectors.instance_get(instance_id=instance_id)
-        instance = Instance.objects.select_for_update().get(pk=instance.pk)
+    with _tree_reads(dry_run=dry_run):
+        found = Instance.objects.filter(instance_id=instance_id)
+        instance = _one(found, lock=not dry_run, what=f"instance {instance_id}")
         return _finish(_instance_node(instance, force=force), dry_run=dry_run, remove=_remove_tree)
 
 
 def state_delete(*, state_id: str, recurse: bool = False, force: bool = False, dry_run: bool = False) -> DeleteResult:
-    with transaction.atomic():
-        selectors.state_get(state_id=state_id)
-        state = State.objects.select_for_update().get(pk=state_id)
-        return _finish(_state_node(state, recurse=recurse, force=force), dry_run=dry_run, remove=_remove_tree)
+    with _tree_reads(dry_run=dry_run):
+        state = _one(State.objects.filter(state_id=state_id), lock=not dry_run, what=f"state {state_id}")
+        tree = _state_tree(state, recurse=recurse, force=force, lock=not dry_run)
+        return _finish(tree, dry_run=dry_run, remove=_remove_tree)
 
 
 def _remove_tree(root: Node) -> None:
@@ -142,19 +181,16 @@ def _remove_tree(root: Node) -> None:
 
 
 def prepare_job_delete(*, job_id: str, force: bool = False, dry_run: bool = False) -> DeleteResult:
-    """A job's rows and its directory. A queued or running job is blocked (active_tasks) unless
-    ``force``, which cancels it first (its worker stops the step and clears its runtime)."""
-    with transaction.atomic():
-        selectors.job_get(job_id=job_id)
-        job = PrepareJob.objects.select_for_update().get(pk=job_id)
+    """A job's rows (its directory follows them: ``signals``). A queued or running job is blocked
+    (active_tasks) unless ``force``, which cancels its queue job too."""
+    with _tree_reads(dry_run=dry_run):
+        job = _one(PrepareJob.objects.filter(job_id=job_id), lock=not dry_run, what=f"prepare job {job_id}")
         active = not job.is_terminal
         node = Node("job", job_id, blocked=ACTIVE_TASKS if active and not force else "", row=job)
 
         def remove(_node: Node) -> None:
             job.delete()
-            if active and job.queue_job_id:  # its worker stops and removes the job's directory
+            if active and job.queue_job_id:
                 jobs_cancel(selection=Selection.of_ids([job.queue_job_id]), by="sqlrs")
-            else:
-                transaction.on_commit(lambda: statefs.remove(statefs.job_dir(job_id)))
 
         return _finish(node, dry_run=dry_run, remove=remove)

@@ -12,6 +12,7 @@ across processes; a builder that waited finds the state built and goes on.
 """
 
 import logging
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from jobs.registry import JobContext
 from pipeline_project.core.errors import ApplicationError
 
 log = logging.getLogger("pipeline.dbstates")
+JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 class StepFailed(Exception):
@@ -91,7 +93,7 @@ def _plan(job: PrepareJob) -> Plan | None:
     """The job's plan: computed once and stored (a resumed job reads it back)."""
     try:
         image = images.image_resolve(job.image_id)
-        request = steps.request_of(job.prepare_kind, job.request)
+        request = steps.request_normalize(steps.PrepareRequest.of_job(job))
         planned = steps.steps_plan(request, image, workspace=statefs.job_dir(job.job_id) / "plan")
     except ApplicationError as exc:
         services.job_finish(job_id=job.job_id, error=error_of(exc.code, exc.message))
@@ -245,14 +247,40 @@ def _state_touch(state_id: str) -> None:
     State.objects.filter(state_id=state_id).update(last_used_at=timezone.now(), use_count=F("use_count") + 1)
 
 
+def _workspaces(job_id: str) -> tuple[Path, Path]:
+    """Where a job runs servers: its step's runtime and its (Liquibase) planning copy."""
+    return statefs.job_runtime_dir(job_id), statefs.job_dir(job_id) / "plan"
+
+
 def _runtime_clear(job_id: str) -> None:
     """Stop a server left in the job's runtime or planning directory (by this run or a dead
     worker) and remove them; the whole job directory goes if the job was deleted meanwhile."""
-    for workspace in (statefs.job_runtime_dir(job_id), statefs.job_dir(job_id) / "plan"):
+    for workspace in _workspaces(job_id):
         postgres.discard(workspace)
         statefs.remove(workspace.with_name(workspace.name + ".partial"))
     if not PrepareJob.objects.filter(job_id=job_id).exists():
-        statefs.remove(statefs.job_dir(job_id))
+        job_files_remove(job_id)
+
+
+def job_files_remove(job_id: str) -> None:
+    """A deleted job's files: stop the servers in its workspaces, remove its directory. Run after
+    every deletion of a job's row (``signals``); its worker, if one still runs it, does it again
+    when it stops."""
+    for workspace in _workspaces(job_id):
+        postgres.discard(workspace)
+    statefs.remove(statefs.job_dir(job_id))
+
+
+def job_dirs_sweep() -> dict:
+    """Directories of jobs whose rows are gone (a process died between a deletion's commit and the
+    removal of its files): removed, their servers stopped."""
+    parent = statefs.root() / "jobs"
+    names = [path.name for path in parent.iterdir() if JOB_ID.match(path.name)] if parent.is_dir() else []
+    known = set(PrepareJob.objects.filter(job_id__in=names).values_list("job_id", flat=True))
+    orphans = [name for name in names if name not in known]
+    for job_id in orphans:
+        job_files_remove(job_id)
+    return {"removed": len(orphans)}
 
 
 def _instance_prepare(job: PrepareJob, plan: Plan, *, stop) -> dict:

@@ -17,9 +17,11 @@ from jobs.dbstates.models import (
     State,
 )
 from pipeline_project.core.errors import InvalidInputError, NotFoundError
+from pipeline_project.core.snapshot import snapshot
 
 ID_PREFIX = re.compile(r"^[0-9a-fA-F]{8,64}$")
 INSTANCE_ID = re.compile(r"^[0-9a-f]{32}$")
+MAX_FILTER = 300  # characters of a list's text filter
 
 
 def rfc3339(moment: datetime | None) -> str | None:
@@ -39,8 +41,8 @@ def _id_prefix(value: str | None) -> str | None:
 
 
 def _text_filter(value: str | None, name: str) -> str | None:
-    if value is not None and (not value or len(value) > 300):
-        raise InvalidInputError(f"{name} must be 1 to 300 characters", code="invalid_argument")
+    if value is not None and (not value or len(value) > MAX_FILTER):
+        raise InvalidInputError(f"{name} must be 1 to {MAX_FILTER} characters", code="invalid_argument")
     return value
 
 
@@ -52,6 +54,21 @@ def job_get(*, job_id: str) -> PrepareJob:
     if job is None:
         raise NotFoundError(f"prepare job {job_id} not found", code="not_found")
     return job
+
+
+def job_progress_get(*, job_id: str) -> tuple[str, int]:
+    """(status, number of events) of a job, read in one statement; a 404 if there is none."""
+    jobs = PrepareJob.objects.filter(job_id=job_id).annotate(event_count=Count("events"))
+    row = jobs.values_list("status", "event_count").first() if len(job_id) <= 64 else None
+    if row is None:
+        raise NotFoundError(f"prepare job {job_id} not found", code="not_found")
+    return row
+
+
+@snapshot()
+def job_status_get(*, job_id: str) -> dict:
+    """A job's PrepareJobStatus: the job and its tasks from one snapshot."""
+    return job_status(job_get(job_id=job_id))
 
 
 def jobs_list(*, job: str | None = None):
@@ -200,13 +217,6 @@ def instances_list(*, id_prefix: str | None = None, state: str | None = None, im
     return instances
 
 
-def instance_get(*, instance_id: str) -> Instance:
-    instance = Instance.objects.filter(instance_id=instance_id).first() if INSTANCE_ID.match(instance_id) else None
-    if instance is None:
-        raise NotFoundError(f"instance {instance_id} not found", code="not_found")
-    return instance
-
-
 def instance_resolve(*, ref: str) -> tuple[Instance, bool]:
     """An instance by id or, failing that, by name: (instance, whether the name resolved it)."""
     if INSTANCE_ID.match(ref):
@@ -217,6 +227,13 @@ def instance_resolve(*, ref: str) -> tuple[Instance, bool]:
     if name is None or name.instance is None:
         raise NotFoundError(f"instance {ref} not found", code="not_found")
     return name.instance, True
+
+
+@snapshot()
+def instance_lookup(*, ref: str) -> tuple[dict, bool]:
+    """An instance's entry by id or name, from one snapshot: (entry, whether the name resolved it)."""
+    instance, by_name = instance_resolve(ref=ref)
+    return instance_entry(instance), by_name
 
 
 def instance_entry(instance: Instance) -> dict:
@@ -268,11 +285,22 @@ def name_entry(name: Name) -> dict:
 # States
 
 
+def _running_tasks(lookup: str, states):
+    """Running tasks that read or write the state(s) ``states`` (``lookup``: "" or "__in")."""
+    return PrepareTask.objects.filter(status=JobStatus.RUNNING).filter(
+        Q(**{f"output_state_id{lookup}": states}) | Q(input_kind="state", **{f"input_id{lookup}": states})
+    )
+
+
 def running_tasks_on(state_id):
     """Running tasks that read or write the state ``state_id`` (an id, or an OuterRef to one)."""
-    return PrepareTask.objects.filter(status=JobStatus.RUNNING).filter(
-        Q(output_state_id=state_id) | Q(input_kind="state", input_id=state_id)
-    )
+    return _running_tasks("", state_id)
+
+
+def states_in_use(state_ids: list[str]) -> set[str]:
+    """Those of the states that a running task reads or writes (one statement)."""
+    touched = _running_tasks("__in", state_ids).values_list("output_state_id", "input_id")
+    return {state_id for pair in touched for state_id in pair} & set(state_ids)
 
 
 def _with_refcount(states):

@@ -13,14 +13,15 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from jobs.dbstates import images, liquibase, planning, statefs
+from jobs.dbstates import images, planning, steps
 from jobs.dbstates.models import EventType, JobStatus, PrepareEvent, PrepareJob, PrepareTask
+from jobs.dbstates.steps import PrepareRequest
 from jobs.services.operators import Selection, jobs_cancel
 from jobs.services.producers import JobSpec, job_enqueue
 from pipeline_project.core.errors import InvalidInputError, NotFoundError
 
 PREPARE_TASK = "sqlrs.prepare"
-KINDS = ("psql", "lb")
+MAX_IMAGE_ID = 300
 
 
 @dataclass
@@ -38,46 +39,36 @@ def error_of(code: str, message: str, details: str = "") -> dict:
     return {"code": code, "message": message, **({"details": details} if details else {})}
 
 
-def prepare_request_check(*, prepare_kind, image_id, psql_args=None, stdin=None, **lb):
+def prepare_request_check(*, request: PrepareRequest):
     """A prepare request checked and normalized (what a job and a cache explanation start from):
     a PsqlRequest, or a LiquibaseRequest for ``lb``."""
-    if prepare_kind not in KINDS:
-        raise InvalidInputError(f"prepare_kind must be one of {', '.join(KINDS)}", code="invalid_argument")
-    if not isinstance(image_id, str) or not image_id.strip() or len(image_id) > 300:
-        raise InvalidInputError("image_id is required (for example postgres:15)", code="invalid_argument")
-    if prepare_kind == "lb":
-        if psql_args is not None or stdin is not None:
-            raise InvalidInputError(
-                "an lb prepare takes liquibase_args, not psql_args or stdin", code="invalid_argument"
-            )
-        request = liquibase.liquibase_request_normalize(**lb)
-    else:
-        if lb:
-            raise InvalidInputError(f"a psql prepare does not take {', '.join(sorted(lb))}", code="invalid_argument")
-        request = planning.psql_request_normalize(psql_args=psql_args, stdin=stdin)
-        for step in request.steps:  # a missing or unreadable script is a 400 now, not a failed job later
-            planning.step_content_hash(step, stdin=request.stdin)
-    images.image_resolve(image_id)  # an unknown image is a 400 listing the ones there are
-    return request
+    if request.source_manifest is not None:
+        raise InvalidInputError("source_manifest is for remote engines; give absolute paths", code="invalid_argument")
+    if not request.image_id.strip() or len(request.image_id) > MAX_IMAGE_ID:
+        raise InvalidInputError(
+            f"image_id is required, at most {MAX_IMAGE_ID} characters (for example postgres:15)",
+            code="invalid_argument",
+        )
+    normalized = steps.request_normalize(request)
+    if isinstance(normalized, planning.PsqlRequest):
+        for step in normalized.steps:  # a missing or unreadable script is a 400 now, not a failed job later
+            planning.step_content_hash(step, stdin=normalized.stdin)
+    images.image_resolve(request.image_id)  # an unknown image is a 400 listing the ones there are
+    return normalized
 
 
-def prepare_job_submit(*, prepare_kind, image_id, psql_args=None, stdin=None, plan_only=False, **lb) -> PrepareJob:
+def prepare_job_submit(*, request: PrepareRequest) -> PrepareJob:
     """Check the request, store the job and put it on the engine's queue (answered 201 at once)."""
-    request = prepare_request_check(
-        prepare_kind=prepare_kind, image_id=image_id, psql_args=psql_args, stdin=stdin, **lb
-    )
-    if not isinstance(plan_only, bool):
-        raise InvalidInputError("plan_only must be a boolean", code="invalid_argument")
+    normalized = prepare_request_check(request=request)
     job_id = uuid.uuid4().hex
-    stored = {"psql_args": psql_args, "stdin": stdin} if prepare_kind == "psql" else lb
     with transaction.atomic():
         job = PrepareJob.objects.create(
             job_id=job_id,
-            prepare_kind=prepare_kind,
-            image_id=image_id,
-            plan_only=bool(plan_only),
-            request=stored,
-            prepare_args_normalized=request.normalized,
+            prepare_kind=request.prepare_kind,
+            image_id=request.image_id,
+            plan_only=bool(request.plan_only),  # not asked: a prepare that makes an instance
+            request=request.stored(),
+            prepare_args_normalized=normalized.normalized,
         )
         queued = job_enqueue(
             spec=JobSpec(
@@ -216,24 +207,24 @@ def job_finish(*, job_id: str, result: dict | None = None, error: dict | None = 
     return True
 
 
-def prepare_job_cancel(*, job_id: str) -> tuple[PrepareJob, bool]:
-    """Cancel a queued or running job; returns (job, whether it was still going)."""
+def prepare_job_cancel(*, job_id: str) -> bool:
+    """Cancel a queued or running job; returns whether it was still going (the caller reads what
+    it became: it may have been deleted meanwhile)."""
     job = PrepareJob.objects.filter(job_id=job_id).first()
     if job is None:
         raise NotFoundError(f"prepare job {job_id} not found", code="not_found")
     if job.is_terminal:
-        return job, False
+        return False
     if job.queue_job_id:
         counts = jobs_cancel(selection=Selection.of_ids([job.queue_job_id]), by="sqlrs")
         if counts.changed:  # it was still queued: no worker will write its end
             job_finish(job_id=job_id, error=error_of("cancelled", "the prepare job was cancelled"))
-    job.refresh_from_db()
-    return job, True
+    return True
 
 
 def jobs_retention_apply(*, signature: str) -> list[str]:
     """Keep the newest ``orchestrator.jobs.maxIdentical`` finished jobs of a signature; delete the
-    others with their job directories. Returns the deleted ids."""
+    others (their directories follow their rows: ``signals``). Returns the deleted ids."""
     from jobs.dbstates.config import config_value
 
     if not signature:
@@ -243,8 +234,6 @@ def jobs_retention_apply(*, signature: str) -> list[str]:
     stale = list(finished.order_by("-finished_at", "-job_id").values_list("job_id", flat=True)[keep:])
     if stale:
         PrepareJob.objects.filter(job_id__in=stale).delete()
-        for job_id in stale:
-            statefs.remove(statefs.job_dir(job_id))
     return stale
 
 

@@ -36,11 +36,66 @@ class Command:
     cwd: str | None
 
 
-def request_of(prepare_kind: str, stored: dict):
-    """The normalized request of a stored job (checked again: settings may have changed)."""
-    if prepare_kind == "lb":
-        return liquibase.liquibase_request_normalize(**stored)
-    return planning.psql_request_normalize(**stored)
+KINDS = ("psql", "lb")
+PSQL_FIELDS = ("psql_args", "stdin")
+LIQUIBASE_FIELDS = ("liquibase_args", "liquibase_exec", "liquibase_exec_mode", "liquibase_env", "work_dir")
+
+
+@dataclass(frozen=True)
+class PrepareRequest:
+    """What a prepare asks for (sqlrs's PrepareJobRequest), typed but not yet checked; None is a
+    field not given. ``request_normalize`` applies a kind's rules to its fields."""
+
+    prepare_kind: str
+    image_id: str
+    psql_args: list[str] | None = None
+    stdin: str | None = None
+    liquibase_args: list[str] | None = None
+    liquibase_exec: str | None = None
+    liquibase_exec_mode: str | None = None
+    liquibase_env: dict[str, str] | None = None
+    work_dir: str | None = None
+    source_manifest: dict | None = None  # remote engines only: refused here
+    plan_only: bool | None = None
+
+    def stored(self) -> dict:
+        """The fields its job keeps to plan from (its kind's), given or not."""
+        names = LIQUIBASE_FIELDS if self.prepare_kind == "lb" else PSQL_FIELDS
+        return {name: getattr(self, name) for name in names}
+
+    @classmethod
+    def of_job(cls, job) -> "PrepareRequest":
+        stored = job.request
+        return cls(
+            prepare_kind=job.prepare_kind,
+            image_id=job.image_id,
+            psql_args=stored.get("psql_args"),
+            stdin=stored.get("stdin"),
+            liquibase_args=stored.get("liquibase_args"),
+            liquibase_exec=stored.get("liquibase_exec"),
+            liquibase_exec_mode=stored.get("liquibase_exec_mode"),
+            liquibase_env=stored.get("liquibase_env"),
+            work_dir=stored.get("work_dir"),
+            plan_only=job.plan_only,
+        )
+
+
+def request_normalize(request: PrepareRequest):
+    """A PsqlRequest, or a LiquibaseRequest for ``lb``: each kind takes its own fields only."""
+    if request.prepare_kind not in KINDS:
+        raise planning.invalid(f"prepare_kind must be one of {', '.join(KINDS)}")
+    foreign = LIQUIBASE_FIELDS if request.prepare_kind == "psql" else PSQL_FIELDS
+    if given := [name for name in foreign if getattr(request, name) is not None]:
+        raise planning.invalid(f"{request.prepare_kind} prepares do not take {', '.join(given)}")
+    if request.prepare_kind == "lb":
+        return liquibase.liquibase_request_normalize(
+            liquibase_args=request.liquibase_args,
+            liquibase_exec=request.liquibase_exec,
+            liquibase_exec_mode=request.liquibase_exec_mode,
+            liquibase_env=request.liquibase_env,
+            work_dir=request.work_dir,
+        )
+    return planning.psql_request_normalize(psql_args=request.psql_args, stdin=request.stdin)
 
 
 def steps_plan(request, image: images.Image, *, workspace: Path) -> list[PlannedStep]:

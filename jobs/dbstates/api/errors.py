@@ -3,6 +3,10 @@ as text. The project's error handler builds the body; this one only reshapes it.
 
 import json
 
+from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework.settings import api_settings
+
 from pipeline_project.core.errors import api_exception_handler
 
 # sqlrs's codes for DRF's own errors.
@@ -24,8 +28,33 @@ def sqlrs_error(code: str, message: str, details=None) -> dict:
     return body
 
 
+def _problems(details, where: str = ""):
+    """``field.sub: message`` for every message of a serializer's errors, in order."""
+    if isinstance(details, dict):
+        for name, inner in details.items():
+            yield from _problems(inner, where if name == api_settings.NON_FIELD_ERRORS_KEY else _below(where, name))
+    elif isinstance(details, list):
+        for index, inner in enumerate(details):
+            yield from _problems(inner, where if isinstance(inner, str) else _below(where, index))
+    elif details:
+        yield f"{where}: {details}" if where else str(details)
+
+
+def _below(where: str, name) -> str:
+    return f"{where}.{name}" if where else str(name)
+
+
 def sqlrs_exception_handler(exc, context):
     response = api_exception_handler(exc, context)
     if response is not None and isinstance(response.data, dict) and "code" in response.data:
-        response.data = sqlrs_error(response.data["code"], response.data["message"], response.data.get("details"))
+        code, message, details = response.data["code"], response.data["message"], response.data.get("details")
+        if code == "validation_error":
+            message = "invalid request: " + "; ".join(_problems(details))
+        response.data = sqlrs_error(code, message, details)
     return response
+
+
+@csrf_exempt
+def route_not_found(request):
+    """Any method on a path under /sqlrs/v1 that names no route."""
+    return JsonResponse(sqlrs_error("not_found", f"no route {request.method} {request.path}"), status=404)

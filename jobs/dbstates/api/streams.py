@@ -28,24 +28,25 @@ _RUNS_OPEN = OPEN_STREAMS.labels(stream="sqlrs_runs")
 HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-store"}
 
 
-def events_response(job, *, range_header: str | None):
-    """200 with every event, or 206 from the range's start (to its end, if it has one)."""
+def events_response(job_id: str, *, status: str, event_count: int, range_header: str | None):
+    """200 with every event, or 206 from the range's start (to its end, if it has one). ``status``
+    and ``event_count`` are the job's, read together."""
     match = RANGE.match(range_header.strip()) if range_header else None
     start = int(match["start"]) if match else 0
     end = int(match["end"]) if match and match["end"] else None
     headers = {**HEADERS, "Accept-Ranges": "events"}
-    status = 200
+    code = 200
     if match:
-        job_status, count = job.status, job.events.count()
-        if (end is not None and end < start) or (job_status in TERMINAL_STATUSES and start >= count):
-            body = sqlrs_error("range_not_satisfiable", f"the job has {count} events; asked for {range_header}")
-            return JsonResponse(body, status=416, headers={"Content-Range": f"events */{count}"})
-        total = str(count) if job_status in TERMINAL_STATUSES else "*"
-        last = end if end is not None else (count - 1 if job_status in TERMINAL_STATUSES else "*")
+        terminal = status in TERMINAL_STATUSES
+        if (end is not None and end < start) or (terminal and start >= event_count):
+            body = sqlrs_error("range_not_satisfiable", f"the job has {event_count} events; asked for {range_header}")
+            return JsonResponse(body, status=416, headers={"Content-Range": f"events */{event_count}"})
+        total = str(event_count) if terminal else "*"
+        last = end if end is not None else (event_count - 1 if terminal else "*")
         headers["Content-Range"] = f"events {start}-{last}/{total}"
-        status = 206
+        code = 206
     return StreamingHttpResponse(
-        _event_lines(job.job_id, start=start, end=end), status=status, content_type=NDJSON, headers=headers
+        _event_lines(job_id, start=start, end=end), status=code, content_type=NDJSON, headers=headers
     )
 
 

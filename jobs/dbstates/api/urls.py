@@ -1,10 +1,12 @@
-from django.urls import path
+from django.urls import path, re_path
 
 from jobs.dbstates.api import views
+from jobs.dbstates.api.errors import route_not_found
 
-# sqlrs's paths: an instance is named by id or by name, a state by id.
+# sqlrs's paths: an instance is named by id or by name, a state by id. Any other path under
+# /sqlrs/v1 is sqlrs's 404, whatever the method.
 urlpatterns = [
-    path("health", views.health, name="sqlrs-health"),
+    path("health", views.HealthView.as_view(), name="sqlrs-health"),
     path("config", views.ConfigView.as_view(), name="sqlrs-config"),
     path("config/schema", views.ConfigSchemaView.as_view(), name="sqlrs-config-schema"),
     path("cache/status", views.CacheStatusView.as_view(), name="sqlrs-cache-status"),
@@ -21,4 +23,5 @@ urlpatterns = [
     path("runs", views.RunsView.as_view(), name="sqlrs-runs"),
     path("states", views.StatesView.as_view(), name="sqlrs-states"),
     path("states/<str:state_id>", views.StateView.as_view(), name="sqlrs-state"),
+    re_path(r"^.*$", route_not_found, name="sqlrs-no-route"),
 ]

@@ -1,61 +1,87 @@
-"""The sqlrs engine API (``/sqlrs/v1/...``, ``../shared/refs/sqlrs-engine.openapi.yaml``).
+"""The sqlrs engine API (``/sqlrs/v1/...``, ``docs/sqlrs-engine.openapi.yaml``).
 
-Thin views: check the request's shape, call one service or selector, answer the sqlrs entry.
-That OpenAPI file is this API's contract, so the views stay out of the project's own schema.
+Thin views: each handler declares its request with ``accepts`` (its query string and body
+serializers), calls one service or selector, and answers the sqlrs entry. Every error, whatever
+the method, is sqlrs's ErrorResponse. That OpenAPI file is this API's contract, so the views
+stay out of the project's own schema.
 """
 
+import functools
 import json
 
 from django.http import HttpResponse, JsonResponse
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs.dbstates import cache, config, deletion, runs, selectors, services
+from jobs.dbstates.api import serializers as s
 from jobs.dbstates.api.errors import sqlrs_exception_handler
 from jobs.dbstates.api.streams import NDJSON, events_response, run_response
 from jobs.dbstates.engine import engine_health
 from jobs.dbstates.models import Instance, PrepareJob, State
-from pipeline_project.core.errors import InvalidInputError
+from pipeline_project.core.snapshot import snapshot
+from pipeline_project.core.validation import validated
 
-PREPARE_FIELDS = {"prepare_kind", "image_id", "psql_args", "stdin", "plan_only", "source_manifest"}
-PREPARE_FIELDS |= {"liquibase_args", "liquibase_exec", "liquibase_exec_mode", "liquibase_env", "work_dir"}
-RUN_FIELDS = {"instance_ref", "kind", "command", "args", "stdin", "steps"}
-TRUE, FALSE = {"true", "1", "yes"}, {"false", "0", "no", ""}
-
-
-def health(request):
-    """No authentication: a CLI checks that the engine is up before it reads engine.json's token."""
-    if request.method not in ("GET", "HEAD"):
-        return JsonResponse({"code": "method_not_allowed", "message": "use GET"}, status=405, headers={"Allow": "GET"})
-    return JsonResponse(engine_health())
+HANDLERS = ("get", "post", "put", "patch", "delete")
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-def _flag(request, name: str) -> bool:
-    value = request.query_params.get(name)
-    if value is None:
-        return False
-    if value.lower() in TRUE:
-        return True
-    if value.lower() in FALSE:
-        return False
-    raise InvalidInputError(f"{name} must be true or false", code="invalid_argument")
+def accepts(*, query=None, body=None):
+    """A handler's request: its query string (``query``, passed as ``query=``; none by default)
+    and, for a method with a body, its body (``body``, passed as ``body=``; none by default),
+    both validated before the handler runs."""
+
+    def declare(handler):
+        @functools.wraps(handler)
+        def checked(view, request, **path):
+            given = {}
+            query_data = validated(query or s.NoQuery, request.query_params)
+            if query:
+                given["query"] = query_data
+            if request.method in BODY_METHODS:
+                body_data = validated(body or s.NoBody, request.data)
+                if body:
+                    given["body"] = body_data
+            return handler(view, request, **given, **path)
+
+        checked.accepts = (query, body)
+        return checked
+
+    return declare
 
 
-def _body(request, fields: set[str]) -> dict:
-    body = request.data
-    if not isinstance(body, dict):
-        raise InvalidInputError("the request body must be a JSON object", code="invalid_argument")
-    if unknown := sorted(set(body) - fields):
-        raise InvalidInputError(f"unknown fields: {', '.join(unknown)}", code="invalid_argument")
-    if "source_manifest" in body:
-        raise InvalidInputError("source_manifest is for remote engines; give absolute paths", code="invalid_argument")
-    return body
+class EngineView(APIView):
+    """A route of the engine: sqlrs's error shape, and no handler without its ``accepts``."""
+
+    permission_model = PrepareJob
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in HANDLERS:
+            handler = getattr(cls, name, None)
+            if handler is not None and not hasattr(handler, "accepts"):
+                raise TypeError(f"{cls.__name__}.{name} does not declare its request (@accepts)")
+
+    def get_exception_handler(self):
+        return sqlrs_exception_handler
+
+    def _allowed_methods(self):
+        return [method for method in super()._allowed_methods() if method != "OPTIONS"]  # OPTIONS answers 405
+
+
+def _absolute(request, route: str, **kwargs) -> str:
+    """A route's absolute URL, so that a client joining it to engine.json's endpoint (sqlrs's
+    CLI takes an absolute URL as it is) or to the request's URL reaches the same route."""
+    return request.build_absolute_uri(reverse(route, kwargs=kwargs))
 
 
 def _entries(request, rows, shape) -> HttpResponse:
-    """A list as a JSON array, or NDJSON (one entry per line) when the client accepts it."""
-    entries = [shape(row) for row in rows]
+    """A list (from one snapshot) as a JSON array, or NDJSON (one entry per line) when the client accepts it."""
+    with snapshot():
+        entries = [shape(row) for row in rows]
     if NDJSON in request.headers.get("Accept", ""):
         return HttpResponse("".join(json.dumps(entry) + "\n" for entry in entries), content_type=NDJSON)
     return JsonResponse(entries, safe=False)
@@ -65,48 +91,38 @@ def _deleted(result: deletion.DeleteResult) -> Response:
     return Response(result.as_dict(), status=409 if result.outcome == "blocked" and not result.dry_run else 200)
 
 
-class EngineView(APIView):
-    permission_model = PrepareJob
+@extend_schema(exclude=True)
+class HealthView(EngineView):
+    """No authentication: a CLI checks that the engine is up before it reads engine.json's token."""
 
-    def get_exception_handler(self):
-        return sqlrs_exception_handler
+    authentication_classes = ()
+    permission_classes = (AllowAny,)
 
-
-class EntriesView(EngineView):
-    """A list: the selector's rows, filtered by the query parameters it names, as entries."""
-
-    filters: tuple[str, ...] = ()
-    rows = entry = None  # staticmethods: a selector's list and its entry shape
-
+    @accepts()
     def get(self, request):
-        rows = self.rows(**{name: request.query_params.get(name) for name in self.filters})
-        return _entries(request, rows, self.entry)
+        return Response(engine_health())
 
 
 @extend_schema(exclude=True)
 class ConfigView(EngineView):
-    post_permission = "change"
-
-    def get(self, request):
-        path = request.query_params.get("path")
-        value = config.config_get(path=path, effective=_flag(request, "effective"))
+    @accepts(query=s.ConfigQuery)
+    def get(self, request, *, query):
+        path = query.get("path")
+        value = config.config_get(path=path, effective=query["effective"])
         return Response({"path": path, "value": value} if path else value)
 
-    def patch(self, request):
-        body = _body(request, {"path", "value"})
-        if not isinstance(body.get("path"), str) or "value" not in body:
-            raise InvalidInputError("path (a string) and value are required", code="invalid_argument")
+    @accepts(body=s.ConfigSetSerializer)
+    def patch(self, request, *, body):
         return Response(config.config_set(path=body["path"], value=body["value"]))
 
-    def delete(self, request):
-        path = request.query_params.get("path")
-        if not path:
-            raise InvalidInputError("path is required", code="invalid_argument")
-        return Response(config.config_remove(path=path, effective=_flag(request, "effective")))
+    @accepts(query=s.ConfigRemoveQuery)
+    def delete(self, request, *, query):
+        return Response(config.config_remove(path=query["path"], effective=query["effective"]))
 
 
 @extend_schema(exclude=True)
 class ConfigSchemaView(EngineView):
+    @accepts()
     def get(self, request):
         return Response(config.SCHEMA)
 
@@ -115,6 +131,7 @@ class ConfigSchemaView(EngineView):
 class CacheStatusView(EngineView):
     permission_model = State
 
+    @accepts()
     def get(self, request):
         return Response(cache.cache_status())
 
@@ -124,22 +141,25 @@ class CacheExplainView(EngineView):
     permission_model = State
     post_permission = "view"
 
-    def post(self, request):
-        body = _body(request, PREPARE_FIELDS - {"plan_only"})
-        return Response(cache.prepare_explain(**body))
+    @accepts(body=s.PrepareRequestSerializer)
+    def post(self, request, *, body):
+        return Response(cache.prepare_explain(request=s.prepare_request(body)))
 
 
 @extend_schema(exclude=True)
-class PrepareJobsView(EntriesView):
-    filters, rows, entry = ("job",), staticmethod(selectors.jobs_list), staticmethod(selectors.job_entry)
+class PrepareJobsView(EngineView):
+    @accepts(query=s.JobsQuery)
+    def get(self, request, *, query):
+        return _entries(request, selectors.jobs_list(job=query.get("job")), selectors.job_entry)
 
-    def post(self, request):
-        job = services.prepare_job_submit(**_body(request, PREPARE_FIELDS))
-        status_url = f"/sqlrs/v1/prepare-jobs/{job.job_id}"
+    @accepts(body=s.PrepareJobSerializer)
+    def post(self, request, *, body):
+        job = services.prepare_job_submit(request=s.prepare_request(body))
+        status_url = _absolute(request, "sqlrs-prepare-job", job_id=job.job_id)
         accepted = {
             "job_id": job.job_id,
             "status_url": status_url,
-            "events_url": f"{status_url}/events",
+            "events_url": _absolute(request, "sqlrs-prepare-job-events", job_id=job.job_id),
             "status": job.status,
         }
         return Response(accepted, status=201, headers={"Location": status_url})
@@ -147,73 +167,90 @@ class PrepareJobsView(EntriesView):
 
 @extend_schema(exclude=True)
 class PrepareJobView(EngineView):
+    @accepts()
     def get(self, request, job_id):
-        return Response(selectors.job_status(selectors.job_get(job_id=job_id)))
+        return Response(selectors.job_status_get(job_id=job_id))
 
-    def delete(self, request, job_id):
-        return _deleted(
-            deletion.prepare_job_delete(job_id=job_id, force=_flag(request, "force"), dry_run=_flag(request, "dry_run"))
-        )
+    @accepts(query=s.DeleteQuery)
+    def delete(self, request, job_id, *, query):
+        return _deleted(deletion.prepare_job_delete(job_id=job_id, force=query["force"], dry_run=query["dry_run"]))
 
 
 @extend_schema(exclude=True)
 class PrepareJobCancelView(EngineView):
     post_permission = "change"
 
+    @accepts()
     def post(self, request, job_id):
-        job, was_active = services.prepare_job_cancel(job_id=job_id)
-        return Response(selectors.job_status(job), status=202 if was_active else 200)
+        was_active = services.prepare_job_cancel(job_id=job_id)
+        return Response(selectors.job_status_get(job_id=job_id), status=202 if was_active else 200)
 
 
 @extend_schema(exclude=True)
 class PrepareJobEventsView(EngineView):
+    @accepts()
     def get(self, request, job_id):
-        job = selectors.job_get(job_id=job_id)  # 404 before the stream starts
-        return events_response(job, range_header=request.headers.get("Range"))
+        status, event_count = selectors.job_progress_get(job_id=job_id)  # a 404 before the stream starts
+        return events_response(
+            job_id, status=status, event_count=event_count, range_header=request.headers.get("Range")
+        )
 
 
 @extend_schema(exclude=True)
-class TasksView(EntriesView):
-    filters, rows, entry = ("job",), staticmethod(selectors.tasks_list), staticmethod(selectors.task_entry)
+class TasksView(EngineView):
+    @accepts(query=s.TasksQuery)
+    def get(self, request, *, query):
+        return _entries(request, selectors.tasks_list(job=query.get("job")), selectors.task_entry)
 
 
 @extend_schema(exclude=True)
-class InstancesView(EntriesView):
+class InstancesView(EngineView):
     permission_model = Instance
-    filters = ("id_prefix", "state", "image")
-    rows, entry = staticmethod(selectors.instances_list), staticmethod(selectors.instance_entry)
+
+    @accepts(query=s.InstancesQuery)
+    def get(self, request, *, query):
+        rows = selectors.instances_list(
+            id_prefix=query.get("id_prefix"), state=query.get("state"), image=query.get("image")
+        )
+        return _entries(request, rows, selectors.instance_entry)
 
 
 @extend_schema(exclude=True)
 class InstanceView(EngineView):
     permission_model = Instance
 
+    @accepts()
     def get(self, request, ref):
-        instance, by_name = selectors.instance_resolve(ref=ref)
+        entry, by_name = selectors.instance_lookup(ref=ref)
         if by_name:
-            return HttpResponse(status=307, headers={"Location": f"/sqlrs/v1/instances/{instance.instance_id}"})
-        return Response(selectors.instance_entry(instance))
+            location = _absolute(request, "sqlrs-instance", ref=entry["instance_id"])
+            return HttpResponse(status=307, headers={"Location": location})
+        return Response(entry)
 
-    def delete(self, request, ref):
+    @accepts(query=s.DeleteQuery)
+    def delete(self, request, ref, *, query):
         instance, _by_name = selectors.instance_resolve(ref=ref)
-        return _deleted(
-            deletion.instance_delete(
-                instance_id=instance.instance_id, force=_flag(request, "force"), dry_run=_flag(request, "dry_run")
-            )
+        result = deletion.instance_delete(
+            instance_id=instance.instance_id, force=query["force"], dry_run=query["dry_run"]
         )
+        return _deleted(result)
 
 
 @extend_schema(exclude=True)
-class NamesView(EntriesView):
+class NamesView(EngineView):
     permission_model = Instance
-    filters = ("instance", "state", "image")
-    rows, entry = staticmethod(selectors.names_list), staticmethod(selectors.name_entry)
+
+    @accepts(query=s.NamesQuery)
+    def get(self, request, *, query):
+        rows = selectors.names_list(instance=query.get("instance"), state=query.get("state"), image=query.get("image"))
+        return _entries(request, rows, selectors.name_entry)
 
 
 @extend_schema(exclude=True)
 class NameView(EngineView):
     permission_model = Instance
 
+    @accepts()
     def get(self, request, name):
         return Response(selectors.name_entry(selectors.name_get(name=name)))
 
@@ -223,30 +260,40 @@ class RunsView(EngineView):
     permission_model = Instance
     post_permission = "change"
 
-    def post(self, request):
-        plan = runs.run_prepare(**_body(request, RUN_FIELDS))
+    @accepts(body=s.RunRequestSerializer)
+    def post(self, request, *, body):
+        plan = runs.run_prepare(
+            instance_ref=body["instance_ref"],
+            kind=body["kind"],
+            command=body.get("command"),
+            args=body.get("args"),
+            stdin=body.get("stdin"),
+            steps=body.get("steps"),
+        )
         return run_response(plan)
 
 
 @extend_schema(exclude=True)
-class StatesView(EntriesView):
+class StatesView(EngineView):
     permission_model = State
-    filters = ("id_prefix", "kind", "image")
-    rows, entry = staticmethod(selectors.states_list), staticmethod(selectors.state_entry)
+
+    @accepts(query=s.StatesQuery)
+    def get(self, request, *, query):
+        rows = selectors.states_list(id_prefix=query.get("id_prefix"), kind=query.get("kind"), image=query.get("image"))
+        return _entries(request, rows, selectors.state_entry)
 
 
 @extend_schema(exclude=True)
 class StateView(EngineView):
     permission_model = State
 
+    @accepts()
     def get(self, request, state_id):
         return Response(selectors.state_entry(selectors.state_get(state_id=state_id)))
 
-    def delete(self, request, state_id):
+    @accepts(query=s.StateDeleteQuery)
+    def delete(self, request, state_id, *, query):
         result = deletion.state_delete(
-            state_id=state_id,
-            recurse=_flag(request, "recurse"),
-            force=_flag(request, "force"),
-            dry_run=_flag(request, "dry_run"),
+            state_id=state_id, recurse=query["recurse"], force=query["force"], dry_run=query["dry_run"]
         )
         return _deleted(result)

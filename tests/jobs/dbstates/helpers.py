@@ -4,6 +4,7 @@ import functools
 import json
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ from referencing.jsonschema import DRAFT202012
 import jobs.dbstates.job_handlers  # noqa: F401  (registers sqlrs.prepare)
 from jobs.dbstates import postgres, services, statefs
 from jobs.dbstates.models import PrepareEvent, PrepareJob
+from jobs.dbstates.steps import PrepareRequest
 from jobs.worker import WorkerConfig
 from tests.jobs.helpers import FAST, worker_in_thread
 
@@ -40,7 +42,7 @@ def wait_terminal(job_id: str, timeout: float = 60.0) -> PrepareJob:
 def prepare(script_or_args, *, stdin=None, plan_only=False, image=IMAGE) -> PrepareJob:
     args = script_or_args if isinstance(script_or_args, list) else ["-f", str(script_or_args)]
     return services.prepare_job_submit(
-        prepare_kind="psql", image_id=image, psql_args=args, stdin=stdin, plan_only=plan_only
+        request=PrepareRequest(prepare_kind="psql", image_id=image, psql_args=args, stdin=stdin, plan_only=plan_only)
     )
 
 
@@ -81,6 +83,7 @@ def task_events(job_id: str) -> list[tuple[str, str]]:
     )
 
 
+HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 SPEC_PATH = Path(__file__).resolve().parents[3] / "docs" / "sqlrs-engine.openapi.yaml"
 
 
@@ -104,6 +107,12 @@ def _spec() -> tuple[dict, Registry]:
     _one_of_as_any_of(spec)
     resource = Resource.from_contents(spec, default_specification=DRAFT202012)
     return spec, Registry().with_resource("urn:sqlrs", resource)
+
+
+def documented_methods(route: str) -> set[str]:
+    """The methods the OpenAPI file gives ``route`` (upper case)."""
+    spec, _registry = _spec()
+    return {method.upper() for method in spec["paths"][route] if method in HTTP_METHODS}
 
 
 def conforms(route: str, method: str, status: int, content_type: str, body: bytes) -> list:
@@ -139,3 +148,70 @@ def fake_liquibase(directory) -> str:
     program.write_text(f'#!/bin/sh\nexec {sys.executable} {Path(__file__).with_name("fake_liquibase.py")} "$@"\n')
     program.chmod(0o755)
     return str(program)
+
+
+def error_conforms(route: str, method: str, status: int, headers: dict, body: bytes) -> dict:
+    """An error answer checked as sqlrs's ErrorResponse (JSON, never a page), and against the
+    route's documented answer for ``status`` when the file has one. Returns the error."""
+    assert headers.get("Content-Type", "").startswith("application/json"), (method, route, status, body[:200])
+    error = json.loads(body)
+    spec, registry = _spec()
+    validator = Draft202012Validator({"$ref": "urn:sqlrs#/components/schemas/ErrorResponse"}, registry=registry)
+    assert not list(validator.iter_errors(error)), (method, route, error)
+    if str(status) in spec["paths"].get(route, {}).get(method, {}).get("responses", {}):
+        conforms(route, method, status, headers["Content-Type"], body)
+    return error
+
+
+def engine_call(method: str, path: str, *, token: str | None = None, data=None, raw: bytes | None = None, **headers):
+    """A request as a client outside the browser sends it: any method, CSRF checks enforced (as
+    the real server enforces them), a JSON body (``data``) or raw bytes (``raw``), a streamed
+    answer read to its end. Returns (status, headers, body)."""
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+    payload = raw if raw is not None else (json.dumps(data) if data is not None else "")
+
+    async def call():
+        client = AsyncClient(enforce_csrf_checks=True)
+        response = await client.generic(
+            method.upper(), path, data=payload, content_type="application/json", headers={**auth, **headers}
+        )
+        if response.streaming:
+            body = b"".join([chunk async for chunk in response.streaming_content])
+        else:
+            body = response.content
+        return response.status_code, dict(response.headers), body
+
+    return async_to_sync(call)()
+
+
+@contextmanager
+def writer_between_reads(table: str, write, *, after: int = 1):
+    """Commit ``write()`` from another thread (its own connection) right after this thread's
+    ``after``-th SELECT on ``table``: a writer that lands between the reads of one answer.
+    Yields a list that holds True once the writer ran."""
+    from django.db import connection, connections
+
+    seen, ran = [0], []
+
+    def write_and_close():
+        try:
+            write()
+        finally:
+            connections.close_all()
+
+    def wrapper(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not ran and sql.lstrip().upper().startswith("SELECT") and f'"{table}"' in sql:
+            seen[0] += 1
+            if seen[0] == after:
+                ran.append(True)
+                writer = threading.Thread(target=write_and_close)
+                writer.start()
+                writer.join(timeout=30)
+        return result
+
+    with connection.execute_wrapper(wrapper):
+        yield ran

@@ -1,11 +1,12 @@
 """The admin's pages for database states: jobs with tasks and events, the state tree, instances
-with live connections, and deletion previewed by a dry run before it runs."""
+with live connections, and deletion previewed by a dry run before it runs; each page read from
+one snapshot."""
 
 import psycopg
 
-from jobs.dbstates.models import Instance, State
+from jobs.dbstates.models import Instance, PrepareJob, State
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.jobs.dbstates.helpers import prepared
+from tests.jobs.dbstates.helpers import prepared, writer_between_reads
 
 pytestmark = ALL_DATABASES_COMMITTED
 
@@ -67,3 +68,25 @@ def test_a_staff_user_without_delete_permission_cannot_delete(client, django_use
     response = client.post(f"/admin/dbstates/instance/{job.result['instance_id']}/delete/", {})
 
     assert response.status_code == 403 and Instance.objects.exists()
+
+
+def test_a_job_page_is_read_from_one_snapshot(admin_client):
+    job = prepared(["-c", "CREATE TABLE shown (a int)"])
+
+    gone = lambda: PrepareJob.objects.filter(pk=job.pk).delete()  # noqa: E731
+    with writer_between_reads("sqlrs_prepare_jobs", gone) as ran:
+        page = admin_client.get(f"/admin/dbstates/preparejob/{job.job_id}/change/").content.decode()
+
+    assert ran and not PrepareJob.objects.exists()
+    assert "execute-0" in page and "prepare-instance" in page and "CREATE TABLE" in page
+
+
+def test_the_state_tree_is_read_from_one_snapshot(admin_client):
+    job = prepared(["-c", "CREATE TABLE drawn (a int)"])
+
+    gone = lambda: Instance.objects.filter(pk=job.result["instance_id"]).delete()  # noqa: E731
+    with writer_between_reads("sqlrs_states", gone) as ran:
+        page = admin_client.get("/admin/dbstates/state/tree/").content.decode()
+
+    assert ran and not Instance.objects.exists()
+    assert job.result["instance_id"][:8] in page

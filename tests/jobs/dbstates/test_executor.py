@@ -140,7 +140,7 @@ def test_cancel_stops_a_running_step(tmp_path):
             what="the step to start",
         )
         started = time.monotonic()
-        _job, was_active = services.prepare_job_cancel(job_id=job.job_id)
+        was_active = services.prepare_job_cancel(job_id=job.job_id)
         ended = wait_terminal(job.job_id, timeout=20)
 
     assert was_active and time.monotonic() - started < 10

@@ -6,6 +6,7 @@ import pytest
 
 from jobs.dbstates import liquibase, services
 from jobs.dbstates.models import PrepareTask, State
+from jobs.dbstates.steps import PrepareRequest
 from pipeline_project.core.errors import InvalidInputError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.dbstates.helpers import engine_worker, fake_liquibase, script, wait_terminal
@@ -28,7 +29,8 @@ def liquibase_exec(settings, tmp_path):
 
 
 def prepare_lb(args, **extra):
-    job = services.prepare_job_submit(prepare_kind="lb", image_id="postgres:15", liquibase_args=args, **extra)
+    request = PrepareRequest(prepare_kind="lb", image_id="postgres:15", liquibase_args=args, **extra)
+    job = services.prepare_job_submit(request=request)
     with engine_worker():
         return wait_terminal(job.job_id)
 
@@ -85,4 +87,6 @@ def test_arguments_are_filtered(request_fields, message):
 def test_without_an_executable_lb_is_refused_with_how_to_configure_it(settings):
     settings.SQLRS_LIQUIBASE_EXEC = ""
     with pytest.raises(InvalidInputError, match="SQLRS_LIQUIBASE_EXEC"):
-        services.prepare_job_submit(prepare_kind="lb", image_id="postgres:15", liquibase_args=["update"])
+        services.prepare_job_submit(
+            request=PrepareRequest(prepare_kind="lb", image_id="postgres:15", liquibase_args=["update"])
+        )

@@ -13,15 +13,16 @@ pytestmark = ALL_DATABASES_COMMITTED
 def test_a_queued_job_cancelled_ends_failed_at_once():
     job = prepare(["-c", "SELECT 1"])
 
-    ended, was_active = services.prepare_job_cancel(job_id=job.job_id)
+    was_active = services.prepare_job_cancel(job_id=job.job_id)
 
+    ended = PrepareJob.objects.get(job_id=job.job_id)
     assert was_active and ended.status == "failed" and ended.error["code"] == "cancelled"
     assert list(PrepareEvent.objects.filter(job_id=job.job_id).values_list("type", "status")) == [
         ("status", "queued"),
         ("error", ""),
         ("status", "failed"),
     ]
-    assert services.prepare_job_cancel(job_id=job.job_id)[1] is False
+    assert services.prepare_job_cancel(job_id=job.job_id) is False
 
 
 def test_retention_keeps_the_newest_finished_jobs_of_a_signature():

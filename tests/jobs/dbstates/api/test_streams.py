@@ -5,6 +5,8 @@ import json
 import threading
 import time
 
+from django.db import connections
+
 from jobs.dbstates.models import PrepareEvent
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import asgi_get
@@ -19,8 +21,11 @@ def test_the_stream_follows_a_running_job_to_its_end(api_token, settings):
     received = {}
 
     def follow():
-        received["response"] = asgi_get(f"/sqlrs/v1/prepare-jobs/{job.job_id}/events", token=api_token)
-        received["at"] = time.monotonic()
+        try:
+            received["response"] = asgi_get(f"/sqlrs/v1/prepare-jobs/{job.job_id}/events", token=api_token)
+            received["at"] = time.monotonic()
+        finally:
+            connections.close_all()  # the view ran in this thread, on a connection of its own
 
     reader = threading.Thread(target=follow)
     reader.start()

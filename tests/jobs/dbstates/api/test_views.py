@@ -44,11 +44,9 @@ def test_every_route_answers_as_the_contract_says(engine, tmp_path):
     request = {"prepare_kind": "psql", "image_id": "postgres:15", "psql_args": ["-f", str(path)]}
     with engine_worker():
         accepted, headers = engine("post", "/v1/prepare-jobs", "/v1/prepare-jobs", status=201, data=request)
-        assert (
-            headers["Location"]
-            == accepted["status_url"]
-            == f"/v1/prepare-jobs/{accepted['job_id']}".join(["/sqlrs", ""])
-        )
+        status_url = f"http://testserver/sqlrs/v1/prepare-jobs/{accepted['job_id']}"
+        assert headers["Location"] == accepted["status_url"] == status_url
+        assert accepted["events_url"] == f"{status_url}/events"
         job_id = accepted["job_id"]
         job = wait_terminal(job_id)
         planned, _ = engine(
@@ -92,7 +90,7 @@ def test_every_route_answers_as_the_contract_says(engine, tmp_path):
     engine("get", f"/v1/instances?state={state_id}", "/v1/instances", status=200, **NDJSON)
     engine("get", f"/v1/instances/{instance_id}", "/v1/instances/{instanceId}", status=200)
     _, headers = engine("get", "/v1/instances/dev", "/v1/instances/{instanceId}", status=307)
-    assert headers["Location"] == f"/sqlrs/v1/instances/{instance_id}"
+    assert headers["Location"] == f"http://testserver/sqlrs/v1/instances/{instance_id}"
     engine("get", "/v1/instances/missing", "/v1/instances/{instanceId}", status=404)
     names, _ = engine("get", f"/v1/names?instance={instance_id}", "/v1/names", status=200)
     assert names[0]["status"] == "active"
@@ -160,9 +158,9 @@ def test_bad_prepare_requests_are_400s_in_sqlrs_error_shape(engine, tmp_path):
         ({**base, "psql_args": ["-c", "SELECT 1", "mydb"]}, "positional"),
         ({**base, "image_id": "postgres:7", "psql_args": ["-c", "SELECT 1"]}, "unknown image"),
         ({**base, "prepare_kind": "lb", "liquibase_args": ["update"]}, "SQLRS_LIQUIBASE_EXEC"),
-        ({**base, "psql_args": "-c SELECT 1"}, "array of strings"),
+        ({**base, "psql_args": "-c SELECT 1"}, "psql_args: Expected a list of items"),
         ({**base, "psql_args": ["-f", str(tmp_path / "missing.sql")]}, "missing.sql"),
-        ({**base, "psql_args": ["-c", "SELECT 1"], "surprise": True}, "unknown fields"),
+        ({**base, "psql_args": ["-c", "SELECT 1"], "surprise": True}, "surprise: Unknown field."),
     ]
     for body, expected in cases:
         error, _ = engine("post", "/v1/prepare-jobs", "/v1/prepare-jobs", status=400, data=body)
