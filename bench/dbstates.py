@@ -208,10 +208,13 @@ class Engine:
     def prepare(self, script: Path) -> dict:
         """Submit → succeeded → connected; the seconds of each phase (they add up to ``total``)."""
         from jobs.dbstates import services
+        from jobs.dbstates.steps import PrepareRequest
 
         self.tracer.take()
         started = time.perf_counter()
-        job = services.prepare_job_submit(prepare_kind="psql", image_id=self.image_id, psql_args=["-f", str(script)])
+        job = services.prepare_job_submit(
+            request=PrepareRequest(prepare_kind="psql", image_id=self.image_id, psql_args=["-f", str(script)])
+        )
         submitted = time.perf_counter()
         result = self._wait_succeeded(job.job_id)
         seen = time.perf_counter()
