@@ -105,6 +105,22 @@ def test_cancel_a_running_job_from_its_page(live_server, page):
     assert status_of(running.job_id) == "canceled"
 
 
+def test_a_page_whose_job_is_deleted_says_so_and_stops_refreshing(live_server, page):
+    running = off_loop(enqueue, task="test.sleep", args={"seconds": 30})
+    wait_for(lambda: status_of(running.job_id) == "running", timeout=20, what="the job to run")
+    page.goto(job_url(live_server, running.job_id))
+    fragments = []
+    page.on("request", lambda request: fragments.append(request.url) if "fragment=1" in request.url else None)
+
+    off_loop(lambda: services.job_delete(job_id=running.job_id, force=True))
+
+    page.locator(".live-refresh-gone").wait_for(timeout=10_000)
+    asked = len(fragments)
+    time.sleep(2.5)  # two more ticks of the refresh, had it gone on
+    assert len(fragments) == asked
+    assert page.locator(".live-refresh-gone").count() == 1
+
+
 # Names as real projects have them: Django tasks are named by their module path; queue names and
 # lock keys with no space to wrap at.
 TASKS = [
