@@ -7,6 +7,7 @@ asks Liquibase (``update-sql``) there, and throws the workspace away.
 
 import shlex
 import subprocess
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,18 +65,18 @@ class PrepareRequest:
         return {name: getattr(self, name) for name in names}
 
     @classmethod
+    def of_fields(cls, fields: dict, **given) -> "PrepareRequest":
+        """From a mapping of field names (a validated body, a job's stored request): the fields
+        it names; ``given`` over them."""
+        names = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{**{name: value for name, value in fields.items() if name in names}, **given})
+
+    @classmethod
     def of_job(cls, job) -> "PrepareRequest":
-        stored = job.request
-        return cls(
+        return cls.of_fields(
+            job.request,
             prepare_kind=job.prepare_kind,
             image_id=job.image_id,
-            psql_args=stored.get("psql_args"),
-            stdin=stored.get("stdin"),
-            liquibase_args=stored.get("liquibase_args"),
-            liquibase_exec=stored.get("liquibase_exec"),
-            liquibase_exec_mode=stored.get("liquibase_exec_mode"),
-            liquibase_env=stored.get("liquibase_env"),
-            work_dir=stored.get("work_dir"),
             plan_only=job.plan_only,
         )
 

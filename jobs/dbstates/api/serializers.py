@@ -55,19 +55,7 @@ class PrepareJobSerializer(PrepareRequestSerializer):
 
 def prepare_request(body: dict) -> PrepareRequest:
     """A validated prepare (or explain) body as the services take it."""
-    return PrepareRequest(
-        prepare_kind=body["prepare_kind"],
-        image_id=body["image_id"],
-        psql_args=body.get("psql_args"),
-        stdin=body.get("stdin"),
-        liquibase_args=body.get("liquibase_args"),
-        liquibase_exec=body.get("liquibase_exec"),
-        liquibase_exec_mode=body.get("liquibase_exec_mode"),
-        liquibase_env=body.get("liquibase_env"),
-        work_dir=body.get("work_dir"),
-        source_manifest=body.get("source_manifest"),
-        plan_only=body.get("plan_only"),
-    )
+    return PrepareRequest.of_fields(body)
 
 
 class RunStepSerializer(RequestSerializer):

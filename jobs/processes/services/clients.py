@@ -78,10 +78,7 @@ def process_call(
     before any timer; the process's timers are blocked until the call has run.
     """
     request = TaskRequest(args=args, idempotency_key=idempotency_key, context=context, history_range=history_range)
-    with task_waiter() as wait:
-        return task_result(
-            wait(process_task_prepare("call", namespace=namespace, process_id=process_id, request=request))
-        )
+    return _task_run("call", namespace=namespace, process_id=process_id, request=request)
 
 
 def process_repair(
@@ -95,9 +92,13 @@ def process_repair(
 ) -> Any:
     """Run the processor with task type ``repair`` on a process in ``error``."""
     request = TaskRequest(args=args, idempotency_key=idempotency_key, context=context, history_range=history_range)
+    return _task_run("repair", namespace=namespace, process_id=process_id, request=request)
+
+
+def _task_run(task_type: str, *, namespace: str, process_id: str, request: TaskRequest) -> Any:
     with task_waiter() as wait:
         return task_result(
-            wait(process_task_prepare("repair", namespace=namespace, process_id=process_id, request=request))
+            wait(process_task_prepare(task_type, namespace=namespace, process_id=process_id, request=request))
         )
 
 
