@@ -31,20 +31,33 @@ def asgi_get(path: str, *, token: str, **headers) -> tuple[int, dict, bytes]:
     return asgi_request("get", path, token=token, **headers)
 
 
-def asgi_request(method: str, path: str, *, token: str | None, data=None, **headers) -> tuple[int, dict, bytes]:
-    """A request through Django's ASGI test client, ``data`` sent as JSON; a streaming response is
-    read to its end. Returns (status, headers, body)."""
+def asgi_request(
+    method: str,
+    path: str,
+    *,
+    token: str | None,
+    data=None,
+    raw: bytes | None = None,
+    enforce_csrf_checks: bool = False,
+    **headers,
+) -> tuple[int, dict, bytes]:
+    """A request through Django's ASGI test client: any method, a JSON body (``data``; text as it
+    is) or raw bytes (``raw``); a streaming response is read to its end. Returns (status, headers, body)."""
+    import json
+
     from asgiref.sync import async_to_sync
     from django.test import AsyncClient
 
     auth = {"Authorization": f"Bearer {token}"} if token else {}
+    if raw is not None:
+        payload = raw
+    else:  # text is sent as it is (as Django's test client sends it), anything else as JSON
+        payload = data if isinstance(data, str) else (json.dumps(data) if data is not None else "")
 
     async def call():
-        send = getattr(AsyncClient(), method)
-        kwargs = {"content_type": "application/json"} if data is not None else {}
-        if data is not None:
-            kwargs["data"] = data
-        response = await send(path, headers={**auth, **headers}, **kwargs)
+        client = AsyncClient(enforce_csrf_checks=enforce_csrf_checks)
+        kwargs = {"content_type": "application/json"} if payload else {}
+        response = await client.generic(method.upper(), path, data=payload, headers={**auth, **headers}, **kwargs)
         if response.streaming:
             body = b"".join([chunk async for chunk in response.streaming_content])
         else:

@@ -19,6 +19,7 @@ from jobs.dbstates import postgres, services, statefs
 from jobs.dbstates.models import PrepareEvent, PrepareJob
 from jobs.dbstates.steps import PrepareRequest
 from jobs.worker import WorkerConfig
+from tests.helpers import asgi_request
 from tests.jobs.helpers import FAST, worker_in_thread
 
 IMAGE = "postgres:15"
@@ -165,26 +166,8 @@ def error_conforms(route: str, method: str, status: int, headers: dict, body: by
 
 def engine_call(method: str, path: str, *, token: str | None = None, data=None, raw: bytes | None = None, **headers):
     """A request as a client outside the browser sends it: any method, CSRF checks enforced (as
-    the real server enforces them), a JSON body (``data``) or raw bytes (``raw``), a streamed
-    answer read to its end. Returns (status, headers, body)."""
-    from asgiref.sync import async_to_sync
-    from django.test import AsyncClient
-
-    auth = {"Authorization": f"Bearer {token}"} if token else {}
-    payload = raw if raw is not None else (json.dumps(data) if data is not None else "")
-
-    async def call():
-        client = AsyncClient(enforce_csrf_checks=True)
-        response = await client.generic(
-            method.upper(), path, data=payload, content_type="application/json", headers={**auth, **headers}
-        )
-        if response.streaming:
-            body = b"".join([chunk async for chunk in response.streaming_content])
-        else:
-            body = response.content
-        return response.status_code, dict(response.headers), body
-
-    return async_to_sync(call)()
+    the real server enforces them). Returns (status, headers, body)."""
+    return asgi_request(method, path, token=token, data=data, raw=raw, enforce_csrf_checks=True, **headers)
 
 
 @contextmanager
