@@ -4,6 +4,7 @@ from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 # SQLSTATE classes of errors that pass: connection (08), transaction rollback (40: deadlock,
 # serialization), insufficient resources (53), operator intervention (57: shutdown, cancel),
@@ -12,6 +13,8 @@ TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57", "58"})
 
 # Django passes these to psycopg.connect for its own cursors; a plain connection must not get them.
 _DJANGO_ONLY_PARAMS = ("cursor_factory", "context")
+# What names the server, database and role of a connection (the rest are options of the session).
+_TARGET_PARAMS = frozenset({"host", "hostaddr", "port", "dbname", "user", "password", "passfile", "service"})
 
 
 def connection_params(alias: str = "default") -> dict:
@@ -21,6 +24,21 @@ def connection_params(alias: str = "default") -> dict:
     params = connections[alias].get_connection_params()
     for key in _DJANGO_ONLY_PARAMS:
         params.pop(key, None)
+    return params
+
+
+def listen_connection_params() -> dict:
+    """psycopg.connect() keyword arguments for a connection that LISTENs on the default database:
+    ``DB_LISTEN_URL`` if set (behind a transaction pooler, a direct connection: the pooler would
+    hand the LISTEN's session to other clients), else the default database's. The URL names the
+    whole target (nothing of the pooler's host, port or role is kept); the rest (application
+    name, encoding, no prepared statements) is the default database's."""
+    from django.conf import settings
+
+    params = connection_params("default")
+    if settings.DB_LISTEN_URL:
+        params = {key: value for key, value in params.items() if key not in _TARGET_PARAMS}
+        params.update(conninfo_to_dict(settings.DB_LISTEN_URL))
     return params
 
 

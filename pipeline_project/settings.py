@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -137,6 +138,14 @@ def _pipeline_url_from(default_url: str) -> str:
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 DB_BEHIND_POOLER = env_bool("DB_BEHIND_POOLER")
+# LISTEN needs a session of its own, which a transaction pooler does not keep: the connections
+# that LISTEN (the runtime's, the web server's notification hub) go here, straight to the server.
+DB_LISTEN_URL = os.environ.get("DB_LISTEN_URL", "")
+if DB_BEHIND_POOLER and not DB_LISTEN_URL:
+    raise ImproperlyConfigured(
+        "DB_BEHIND_POOLER=1 needs DB_LISTEN_URL: a direct connection to the default database for LISTEN "
+        "(through a transaction pooler, notifications are lost and workers wait for the safety sweep)"
+    )
 if DATABASE_URL:
     DATABASES = {
         "default": dj_database_url.parse(DATABASE_URL),
@@ -165,9 +174,12 @@ for _database in DATABASES.values():
         }
     _options["application_name"] = os.environ.get("DB_APPLICATION_NAME", "pipeline-control")
     if DB_BEHIND_POOLER:
-        # A transaction-pooling PgBouncer keeps neither server-side cursors nor (before 1.21)
-        # prepared statements, and drops startup options: set jit on the database role there.
+        # A transaction-pooling PgBouncer keeps neither server-side cursors nor (before 1.21, and
+        # after it only with max_prepared_statements) prepared statements, and refuses startup
+        # options: set jit on the database role there. prepare_threshold is Django's default,
+        # stated because plain psycopg connections take these parameters too (theirs would be 5).
         _database["DISABLE_SERVER_SIDE_CURSORS"] = True
+        _options["prepare_threshold"] = None
     else:
         # Parameters bound by the server, and statements run more than twice prepared: the
         # worker's claim/complete statements skip planning (about half their cost).

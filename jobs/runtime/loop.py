@@ -13,7 +13,7 @@ from django.db import connection
 
 from jobs.runtime.database import DATABASE_ERRORS, error_extra
 from jobs.runtime.periodic import PeriodicRunner
-from pipeline_project.databases import connection_params, is_transient_error
+from pipeline_project.databases import is_transient_error, listen_connection_params
 
 log = logging.getLogger("jobs.runtime")
 
@@ -269,4 +269,4 @@ class Runtime:
 
 
 def _connect_listener() -> psycopg.Connection:
-    return psycopg.connect(**connection_params("default"), autocommit=True)
+    return psycopg.connect(**listen_connection_params(), autocommit=True)

@@ -24,7 +24,7 @@ from django.conf import settings
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from pipeline_project.databases import connection_params
+from pipeline_project.databases import connection_params, listen_connection_params
 
 log = logging.getLogger("pipeline.notifications")
 
@@ -149,7 +149,9 @@ class _ChannelListener:
         failures = 0
         while True:
             try:
-                self._connection = await psycopg.AsyncConnection.connect(**connection_params(), autocommit=True)
+                self._connection = await psycopg.AsyncConnection.connect(
+                    **listen_connection_params(), autocommit=True
+                )
                 await self._connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                 self.connections += 1
                 if failures:
