@@ -13,6 +13,7 @@ import pytest
 from pipeline_project import embedded_postgres
 from pipeline_project.databases import connection_params, database_url, ensure_databases
 from tests.db_helpers import subprocess_database_env
+from tests.e2e import pgbouncer
 
 ROOT = Path(__file__).resolve().parents[2]
 # Fast clocks, as tests/jobs/conftest.py uses for in-process workers.
@@ -57,6 +58,30 @@ def stop(process: subprocess.Popen, timeout: float = 20) -> int:
             process.kill()
             process.wait()
     return process.returncode
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_server(tmp_path_factory):
+    """PgBouncer (transaction mode) in front of the test databases' server, from its first use on."""
+    if not Path(pgbouncer.PGBOUNCER).exists():
+        pytest.skip("needs Debian's pgbouncer")
+    with pgbouncer.started(tmp_path_factory.mktemp("pgbouncer"), server=connection_params("default")) as bouncer:
+        yield bouncer
+
+
+@pytest.fixture(params=["direct", "pgbouncer"])
+def route(request):
+    """How the test's processes reach the databases: directly, or as deployed behind PgBouncer.
+    Through PgBouncer, once the test is done no server connection of the pool may have kept
+    anything of a client's session, and the pooler must have logged no warning."""
+    if request.param == "direct":
+        yield pgbouncer.Route(request.param, subprocess_database_env())
+        return
+    bouncer = request.getfixturevalue("pgbouncer_server")
+    logged = len(bouncer.problems_logged())
+    yield pgbouncer.Route(request.param, bouncer.environment(), bouncer)
+    assert bouncer.session_leftovers() == {}
+    assert bouncer.problems_logged()[logged:] == []
 
 
 @pytest.fixture
