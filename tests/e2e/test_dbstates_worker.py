@@ -1,6 +1,7 @@
 """The engine with real processes: a runworker killed with -9 in the middle of a prepare (the job
-resumes in the next one), and the web server as deployed driven by a client that finds it the
-way sqlrs's CLI does (engine.json) and joins URLs as that CLI does."""
+resumes in the next one), and the web server as deployed (reaching the databases directly and
+through PgBouncer) driven by a client that finds it the way sqlrs's CLI does (engine.json) and
+joins URLs as that CLI does."""
 
 import json
 import urllib.error
@@ -104,9 +105,9 @@ class SqlrsCli:
             return error.code, error.headers, error.read()
 
 
-def test_a_client_that_finds_the_engine_by_engine_json_reaches_every_url_it_is_given(engine_env, tmp_path):
+def test_a_client_that_finds_the_engine_by_engine_json_reaches_every_url_it_is_given(engine_env, route, tmp_path):
     path = script(tmp_path, "t.sql", "CREATE TABLE t (a int); INSERT INTO t SELECT generate_series(1, 10);")
-    with web_server(env=engine_env) as (port, _process):
+    with web_server(env={**engine_env, **route.env}) as (port, _process):
         endpoint = f"http://127.0.0.1:{port}/sqlrs/"
         writer = manage("writeenginejson", str(tmp_path / "engine.json"), "--endpoint", endpoint, env=engine_env)
         assert writer.wait(timeout=60) == 0, writer.stdout.read()

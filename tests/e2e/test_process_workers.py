@@ -1,5 +1,6 @@
-"""Process namespaces in real runworker processes: a worker killed with -9 mid-task, and zombie
-collection by workers that do not serve (or even know) the zombie's namespace."""
+"""Process namespaces in real runworker processes, reaching the databases directly and through
+PgBouncer: a worker killed with -9 mid-task, and zombie collection by workers that do not serve
+(or even know) the zombie's namespace."""
 
 import threading
 
@@ -31,10 +32,9 @@ def process_worker(db_env, namespace="test.quick"):
 
 
 @pytest.fixture
-def db_env():
-    from tests.db_helpers import subprocess_database_env
-
-    yield subprocess_database_env()
+def db_env(route):
+    """The workers' databases, reached directly or through PgBouncer."""
+    yield route.env
     blocking_hub.close()
 
 

@@ -1,6 +1,6 @@
 """The web server as deployed (gunicorn, uvicorn workers, ASGI): idle followers hold nothing,
 bodies are read however they are sent, and bounded: a huge declared length is answered at once,
-unread (under WSGI too)."""
+unread (under WSGI too); the routes that reach the databases do so directly and through PgBouncer."""
 
 import asyncio
 import http.client
@@ -135,11 +135,11 @@ def _open_streams(connection: http.client.HTTPConnection, token: str) -> float:
     return float(line.rsplit(" ", 1)[1]) if line else 0.0
 
 
-def test_a_chunked_body_is_read_and_an_oversized_one_refused(settings):
+def test_a_chunked_body_is_read_and_an_oversized_one_refused(settings, route):
     _token, token = core_services.api_token_create(name="chunks")
     body = json.dumps({"queue": "q", "task": "t", "lock_key": "chunked"}).encode()
 
-    with web_server() as (port, _server):
+    with web_server(env=route.env) as (port, _server):
         accepted = _chunked_post(port, token, [body[:10], body[10:]])
         refused = _chunked_post(port, token, [b"x" * 1024 * 1024] * 6)  # 6 MiB > MAX_REQUEST_BODY_BYTES
 
@@ -217,12 +217,13 @@ def _read_response(client: socket.socket) -> tuple[int, dict, bytes]:
     return int(status_line.split()[1]), headers, body
 
 
-def test_every_route_answers_every_method_in_its_error_shape_under_the_deployed_server():
+def test_every_route_answers_every_method_in_its_error_shape_under_the_deployed_server(route):
     """The sweep's first pass (tests/core/test_api_sweep.py goes deeper, in-process), through the
-    ASGI stack as deployed: every route, every method, a malformed body, with and without a token."""
+    ASGI stack as deployed: every route, every method, a malformed body, with and without a token;
+    with the databases reached directly and through PgBouncer."""
     _token, token = core_services.api_token_create(name="sweep")
     problems, requests = [], 0
-    with web_server() as (port, _server):
+    with web_server(env=route.env) as (port, _server):
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         for route in json_routes():
             path = route.path({name: converter_value(kind) for name, kind in route.parameters})
