@@ -31,7 +31,7 @@ from tests.ingestion.helpers import source_of
 pytestmark = [ALL_DATABASES_COMMITTED, pytest.mark.slow]
 
 WEB, WORKER = "e2e-web", "e2e-worker"  # application names, to find their sessions in pg_stat_activity
-SLOW_SAFETY_NETS = {"DL_SWEEP_SEC": "60", "DL_EVENTS_RECHECK_SEC": "60", "LOG_LEVEL": "WARNING"}
+SLOW_SAFETY_NETS = {"DL_SWEEP_SEC": "60", "DL_EVENTS_RECHECK_SEC": "60"}
 SERVED = ("--queue", "default:2", "--namespace", "test.scripted:2")
 
 
@@ -43,6 +43,7 @@ def deployed(route, tmp_path):
     env = {
         **route.env,
         **SLOW_SAFETY_NETS,
+        "LOG_LEVEL": "WARNING",  # the pipes are read only at the end: what is there must fit
         "PROCESSOR_MODULES": "tests.jobs.processes.processors",
         "INGESTION_STORAGE_DIR": str(tmp_path),
         "INGESTION_SETTLE_PERIOD_SEC": "0.2",
@@ -151,6 +152,7 @@ def test_an_ingestion_run_started_from_the_admin_completes_and_every_page_shows_
         }
         source = source_of(site)
         with deployed(route, tmp_path) as client:
+            del client.headers["Authorization"]  # an operator's browser: a session, no token
             log_in(client, user.username, "e2e-password-1")
             changelist = "/admin/ingestion/source/"
             started = admin_post(client, changelist, {"action": "run_sources", "_selected_action": source.id})
