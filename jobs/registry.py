@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs import services
-from jobs.runtime.signals import RunSignals, run_subprocess
+from jobs.runtime.signals import RunSignals
+from jobs.runtime.subprocesses import run_subprocess
 from pipeline_project.core.storable import json_problem
 
 
@@ -97,7 +98,7 @@ class JobContext:
         """``subprocess.run(args, **kwargs)`` killed as soon as the job is canceled or its lease lost
         (then raises JobCancelled or LeaseLost); ``timeout`` raises ``TimeoutExpired`` as usual."""
         self.check_cancelled()
-        completed = run_subprocess(args, signals=self.signals, **kwargs)
+        completed = run_subprocess(args, stop=self.signals.stopped, **kwargs)
         self.check_cancelled()
         return completed
 

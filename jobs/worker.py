@@ -27,7 +27,6 @@ import os
 import re
 import socket
 import time
-import traceback
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -47,9 +46,8 @@ from jobs.runtime.lanes import Lane
 from jobs.runtime.loop import Runtime
 from jobs.runtime.periodic import PeriodicRunner, registered_tasks
 from jobs.runtime.recorder import Recorder
-from pipeline_project.core.storable import json_problem, storable_text
+from pipeline_project.core.storable import exception_details, exception_text, failure_text, json_problem
 from pipeline_project.databases import is_transient_error
-from pipeline_project.logging import mask_secrets
 
 log = logging.getLogger("jobs.worker")
 
@@ -121,8 +119,6 @@ def worker_name(worker_id: uuid.UUID) -> str:
 
 # A lease due for renewal within this share of its interval is renewed with those due now.
 RENEW_EARLY = 0.25
-MAX_ERROR_CHARS = 4000
-MAX_TRACEBACK_CHARS = 20000
 
 
 @dataclass(eq=False)
@@ -512,7 +508,7 @@ class QueueSource:
         failure = services.Outcome(
             lease=outcome.lease,
             kind="fatal",
-            error=storable_text(f"The run's result could not be stored: {refusal}")[:MAX_ERROR_CHARS],
+            error=failure_text(f"The run's result could not be stored: {refusal}"),
             duration_ms=outcome.duration_ms,
         )
         try:
@@ -550,34 +546,15 @@ class QueueSource:
 
 
 def _failure(job: services.ClaimedJob, exc: BaseException, *, kind: str, started: float, **fields) -> services.Outcome:
-    """The outcome of a run that raised, with texts PostgreSQL can store."""
+    """The outcome of a run that raised, its texts masked and storable as every failure's are."""
     return services.Outcome(
         lease=job.lease,
         kind=kind,
-        # Secrets masked as the logs mask them: the job's page shows both to operators.
-        error=mask_secrets(storable_text(f"{type(exc).__name__}: {_describe(exc)}"))[:MAX_ERROR_CHARS],
-        details={
-            "exception_class": f"{type(exc).__module__}.{type(exc).__qualname__}",
-            "traceback": mask_secrets(storable_text(_traceback(exc)))[-MAX_TRACEBACK_CHARS:],
-        },
+        error=exception_text(exc),
+        details=exception_details(exc),
         duration_ms=(time.perf_counter() - started) * 1000,
         **fields,
     )
-
-
-def _describe(exc: BaseException) -> str:
-    """str(exc), which a hostile exception may make raise."""
-    try:
-        return str(exc)
-    except BaseException:
-        return f"<{type(exc).__name__} whose message cannot be read>"
-
-
-def _traceback(exc: BaseException) -> str:
-    try:
-        return "".join(traceback.format_exception(exc))
-    except BaseException:
-        return ""
 
 
 def _as_uuid(value: str) -> uuid.UUID | None:
