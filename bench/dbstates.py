@@ -369,7 +369,8 @@ def engine_worker(concurrency: int):
 
     import jobs.dbstates.job_handlers  # noqa: F401  (registers sqlrs.prepare)
     from jobs.registry import registry
-    from jobs.worker import WorkerConfig, build_worker
+    from jobs.runtime.build import build_worker
+    from jobs.runtime.config import WorkerConfig
 
     worker = build_worker(WorkerConfig.from_settings({settings.SQLRS_QUEUE: concurrency}), registry)
     thread = threading.Thread(target=worker.run, name="sqlrs-worker", daemon=True)

@@ -1,11 +1,9 @@
-"""The pipeline's tasks on the job queue: discover, download, ocr (seed 004's task names)."""
+"""The pipeline's tasks on the job queue: discover, download, ocr (seed 004's task names; its
+periodic task: ``ingestion.periodic``)."""
 
-from django.conf import settings
-
-from ingestion import pipeline, services, steps
+from ingestion import services, steps
 from ingestion.stopping import Stopped
 from jobs.registry import FatalError, JobCancelled, task
-from jobs.runtime.periodic import PeriodicTask, register_periodic
 
 
 def _run_step(ctx, name: str, work):
@@ -35,7 +33,3 @@ def download(ctx):
 def ocr(ctx):
     return _run_step(ctx, "ocr", lambda step: steps.ocr(step=step, url=ctx.args["url"], path=ctx.args["path"]))
 
-
-register_periodic(
-    lambda: [PeriodicTask("ingestion.settle", settings.INGESTION_SETTLE_PERIOD_SEC, pipeline.runs_settle)]
-)

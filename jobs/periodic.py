@@ -1,14 +1,16 @@
-"""The job queue's periodic tasks: expired leases, silent workers, retention (run by ``jobs.runtime.periodic``)."""
+"""The job queue's periodic tasks: expired leases, silent workers, retention (``jobs.runtime.registry``)."""
 
 import logging
 from functools import partial
 
 from jobs import metrics, services
 from jobs.runtime.periodic import PeriodicTask
+from jobs.runtime.registry import periodic_tasks
 
 log = logging.getLogger("jobs.periodic")
 
 
+@periodic_tasks
 def queue_tasks(config) -> list[PeriodicTask]:
     """The job queue's periodic tasks, with the periods of a ``WorkerConfig``."""
     return [

@@ -1,5 +1,6 @@
 """What production runs: the container image, the compose file, and the production settings."""
 
+import json
 import os
 import secrets
 import subprocess
@@ -44,6 +45,26 @@ def test_compose_has_postgres_a_single_migration_web_and_worker_with_health_chec
         assert depends["migrate"]["condition"] == "service_completed_successfully"
         assert services[name]["environment"]["DATABASE_URL"].startswith("postgres://")
     assert services["migrate"]["command"] == "migrate" and services["migrate"]["restart"] == "no"
+
+
+def test_the_scale_topology_runs_workers_without_housekeeping_one_reaper_and_the_engine_on_its_own_host():
+    base = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    services = yaml.safe_load((ROOT / "docker-compose.scale.yml").read_text())["services"]
+
+    assert "--no-reaper" in services["worker"]["command"]
+    assert services["reaper"]["command"] == "reaper" and "deploy" not in services["reaper"]  # one
+    engine = services["engine"]
+    command = engine["command"]
+    assert command[0] == "worker" and "--no-reaper" in command and command[command.index("--queue") + 1] == "sqlrs:2"
+    assert engine["hostname"] == "engine"  # the engine's host, as recorded, across re-creations
+    assert engine["build"]["args"]["ENGINE_PACKAGES"].startswith("postgresql-")  # servers for its images
+    web = services["engine-web"]
+    assert web["command"] == "web" and web["network_mode"] == "service:engine"  # its loopback servers
+    assert engine["volumes"] == web["volumes"] == ["state-store:/app/var/state-store"]
+    assert all("sqlrs" not in json.dumps(service.get("environment", {})) for service in base.values())
+    for name in ("reaper", "engine"):
+        depends = services[name]["depends_on"]
+        assert depends["migrate"]["condition"] == "service_completed_successfully", name
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from jobs.dbstates.models import Instance, JobStatus, PrepareJob, PrepareTask, S
 from jobs.dbstates.services import PlannedTask, error_of
 from jobs.registry import JobContext
 from pipeline_project.core.errors import ApplicationError
+from pipeline_project.core.storable import exception_text, failure_text
 
 log = logging.getLogger("pipeline.dbstates")
 JOB_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -35,7 +36,12 @@ JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 class StepFailed(Exception):
     def __init__(self, code: str, message: str, details: str = ""):
         super().__init__(message)
-        self.error = error_of(code, message, details)
+        self.error = failure(code, message, details)
+
+
+def failure(code: str, message: str, details: str = "") -> dict:
+    """A job's error, its texts as every failure's are stored (masked, storable, bounded)."""
+    return error_of(code, failure_text(message), failure_text(details, tail=True))
 
 
 @dataclass
@@ -53,7 +59,7 @@ def prepare_job_run(ctx: JobContext) -> dict:
         return {"status": "over"}
     stop = ctx.signals.stopped
     try:
-        plan = _plan(job)
+        plan = _plan(job, stop=stop)
         if plan is None:
             return {"status": JobStatus.FAILED}
         if job.plan_only:
@@ -75,11 +81,11 @@ def prepare_job_run(ctx: JobContext) -> dict:
     except statefs.Stopped:
         pass  # canceled, or the lease was lost: below
     except postgres.ServerError as exc:
-        services.job_finish(job_id=job_id, error=error_of("runtime_error", str(exc)))
+        services.job_finish(job_id=job_id, error=failure("runtime_error", str(exc)))
         return {"status": JobStatus.FAILED}
     except Exception as exc:
         if ctx.attempt >= ctx.job.max_attempts:  # no worker takes it again: it ends here
-            services.job_finish(job_id=job_id, error=error_of("internal_error", f"{type(exc).__name__}: {exc}"))
+            services.job_finish(job_id=job_id, error=failure("internal_error", exception_text(exc)))
         raise
     finally:
         _runtime_clear(job_id)
@@ -89,17 +95,17 @@ def prepare_job_run(ctx: JobContext) -> dict:
     return {"status": "stopped"}
 
 
-def _plan(job: PrepareJob) -> Plan | None:
+def _plan(job: PrepareJob, *, stop) -> Plan | None:
     """The job's plan: computed once and stored (a resumed job reads it back)."""
     try:
         image = images.image_resolve(job.image_id)
         request = steps.request_normalize(steps.PrepareRequest.of_job(job))
-        planned = steps.steps_plan(request, image, workspace=statefs.job_dir(job.job_id) / "plan")
+        planned = steps.steps_plan(request, image, workspace=statefs.job_dir(job.job_id) / "plan", stop=stop)
     except ApplicationError as exc:
-        services.job_finish(job_id=job.job_id, error=error_of(exc.code, exc.message))
+        services.job_finish(job_id=job.job_id, error=failure(exc.code, exc.message))
         return None
     except steps.PlanFailed as exc:
-        services.job_finish(job_id=job.job_id, error=error_of("plan_failed", str(exc), exc.details))
+        services.job_finish(job_id=job.job_id, error=failure("plan_failed", str(exc), exc.details))
         return None
     links = planning.chain(
         [p.step for p in planned], [p.task_hash for p in planned], resolved_image_id=image.resolved_id

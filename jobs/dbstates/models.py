@@ -238,3 +238,19 @@ class CacheEviction(models.Model):
     class Meta:
         db_table = "sqlrs_cache_evictions"
         ordering = ["-completed_at"]
+
+
+class EngineHost(models.Model):
+    """Where the engine lives (one row): the state store's engine id and the host it is on, written
+    by the first worker that serves the engine's queue; workers elsewhere refuse to serve it
+    (``jobs.dbstates.placement``)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    engine_id = models.CharField(max_length=64)
+    hostname = models.CharField(max_length=255)
+    state_store = models.TextField()
+    recorded_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "sqlrs_engine_host"
+        constraints = [models.CheckConstraint(condition=models.Q(id=1), name="sqlrs_engine_host_one_row")]

@@ -25,6 +25,7 @@ import psycopg
 from django.conf import settings
 
 from jobs.dbstates import statefs
+from jobs.runtime.subprocesses import child
 
 log = logging.getLogger("pipeline.dbstates")
 
@@ -277,64 +278,68 @@ def run_lines(
 ) -> int | None:
     """Run a client program, handing its output (stdout and stderr, merged) to ``on_lines`` in
     batches of lines (at most ``linger_sec`` old), and ``on_quiet(seconds running)`` after every
-    ``quiet_sec`` without output. Killed as soon as ``stop`` is set: returns None."""
-    process = subprocess.Popen(
+    ``quiet_sec`` without output. Killed as soon as ``stop`` is set (``jobs.runtime.subprocesses``):
+    returns None."""
+    with child(
         args,
+        stop=stop,
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=env,
         cwd=cwd,
-    )
-    lines: queue.Queue = queue.Queue()
-
-    def read():
-        for raw in process.stdout:
-            lines.put(raw.decode("utf-8", errors="replace").rstrip("\n"))
-        lines.put(None)
-
-    def write():
-        try:
-            process.stdin.write(stdin.encode())
-            process.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
-
-    threads = [threading.Thread(target=read, daemon=True)]
-    if stdin is not None:
-        threads.append(threading.Thread(target=write, daemon=True))
-    for thread in threads:
-        thread.start()
-    ended = False
-    started = last_heard = time.monotonic()
-    try:
-        while not ended:
-            if stop.is_set():
-                process.kill()
-                return None
-            batch = []
-            try:
-                line = lines.get(timeout=linger_sec)
-                deadline = time.monotonic() + linger_sec
-                while line is not None:
-                    batch.append(line)
-                    if time.monotonic() >= deadline or len(batch) >= 1000:
-                        break
-                    line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-                ended = line is None
-            except queue.Empty:
-                pass
-            now = time.monotonic()
-            if batch:
-                on_lines(batch)
-                last_heard = now
-            elif on_quiet is not None and now - last_heard >= quiet_sec:
-                on_quiet(now - started)
-                last_heard = now
-        return process.wait()
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
+    ) as running:
+        lines: queue.Queue = queue.Queue()
+        threads = [threading.Thread(target=_read_lines, args=(running.process.stdout, lines), daemon=True)]
+        if stdin is not None:
+            threads.append(threading.Thread(target=_write_input, args=(running.process.stdin, stdin), daemon=True))
+        for thread in threads:
+            thread.start()
+        _hand_lines(lines, stop=stop, on_lines=on_lines, on_quiet=on_quiet, quiet_sec=quiet_sec, linger_sec=linger_sec)
+        code = running.process.wait()
         for thread in threads:
             thread.join(timeout=5)
+    return None if running.stopped else code
+
+
+def _read_lines(stream, lines: queue.Queue) -> None:
+    for raw in stream:
+        lines.put(raw.decode("utf-8", errors="replace").rstrip("\n"))
+    lines.put(None)
+
+
+def _write_input(stream, text: str) -> None:
+    try:
+        stream.write(text.encode())
+        stream.close()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _hand_lines(
+    lines: queue.Queue, *, stop: threading.Event, on_lines, on_quiet, quiet_sec: float, linger_sec: float
+) -> None:
+    """Hand the lines read to ``on_lines`` in batches until the output ends or ``stop`` is set
+    (a child the program left may hold its output open after it was killed)."""
+    ended = False
+    started = last_heard = time.monotonic()
+    while not ended and not stop.is_set():
+        batch = []
+        try:
+            line = lines.get(timeout=linger_sec)
+            deadline = time.monotonic() + linger_sec
+            while line is not None:
+                batch.append(line)
+                if time.monotonic() >= deadline or len(batch) >= 1000:
+                    break
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            ended = line is None
+        except queue.Empty:
+            pass
+        now = time.monotonic()
+        if batch:
+            on_lines(batch)
+            last_heard = now
+        elif on_quiet is not None and now - last_heard >= quiet_sec:
+            on_quiet(now - started)
+            last_heard = now

@@ -5,13 +5,16 @@ step; finding them takes a server, so planning copies the image's base into a wo
 asks Liquibase (``update-sql``) there, and throws the workspace away.
 """
 
+import dataclasses
 import shlex
 import subprocess
-import dataclasses
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.dbstates import images, liquibase, planning, postgres, statefs
+from jobs.runtime.subprocesses import run_subprocess
+from pipeline_project.core.storable import failure_text
 
 PLAN_TIMEOUT_SEC = 600
 
@@ -99,7 +102,11 @@ def request_normalize(request: PrepareRequest):
     return planning.psql_request_normalize(psql_args=request.psql_args, stdin=request.stdin)
 
 
-def steps_plan(request, image: images.Image, *, workspace: Path) -> list[PlannedStep]:
+def steps_plan(
+    request, image: images.Image, *, workspace: Path, stop: threading.Event | None = None
+) -> list[PlannedStep]:
+    """The request's steps; Liquibase's planning is killed as soon as ``stop`` is set (then
+    ``statefs.Stopped``)."""
     if isinstance(request, liquibase.LiquibaseRequest):
         return [
             PlannedStep(
@@ -107,7 +114,7 @@ def steps_plan(request, image: images.Image, *, workspace: Path) -> list[Planned
                 liquibase.task_hash(request, changeset),
                 f"{changeset.path}::{changeset.id}::{changeset.author}",
             )
-            for changeset in _changesets(request, image, workspace=workspace)
+            for changeset in _changesets(request, image, workspace=workspace, stop=stop or threading.Event())
         ]
     return [
         PlannedStep(step, planning.task_hash(request, step), shlex.join(request.step_args(step)))
@@ -115,24 +122,33 @@ def steps_plan(request, image: images.Image, *, workspace: Path) -> list[Planned
     ]
 
 
-def _changesets(request: liquibase.LiquibaseRequest, image: images.Image, *, workspace: Path) -> list:
+def _changesets(
+    request: liquibase.LiquibaseRequest, image: images.Image, *, workspace: Path, stop: threading.Event
+) -> list:
     statefs.snapshot(base_ensure(image), workspace)
     postgres.own(workspace)
     try:
         server = postgres.start(image, workspace)
         try:
-            done = subprocess.run(
+            done = run_subprocess(
                 liquibase.plan_command(request, server.port),
+                stop=stop,
                 env={**postgres.client_env(server), **request.env},
                 cwd=request.work_dir or "/",
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
+                errors="replace",  # a program's output is not ours to trust to be UTF-8
                 timeout=PLAN_TIMEOUT_SEC,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise PlanFailed(f"Liquibase could not plan: {exc}") from None
+        if stop.is_set():
+            raise statefs.Stopped("stopped while Liquibase planned")
         if done.returncode != 0:
-            raise PlanFailed(f"Liquibase update-sql exited with code {done.returncode}", done.stderr[-4000:])
+            raise PlanFailed(
+                f"Liquibase update-sql exited with code {done.returncode}", failure_text(done.stderr, tail=True)
+            )
     finally:
         postgres.discard(workspace)
     changesets = liquibase.changesets_parse(done.stdout)

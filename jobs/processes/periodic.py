@@ -1,4 +1,4 @@
-"""The processes' periodic task: zombie collection (run by ``jobs.runtime.periodic``)."""
+"""The processes' periodic task: zombie collection (``jobs.runtime.registry``)."""
 
 import logging
 import time
@@ -7,15 +7,16 @@ from django.conf import settings
 
 from jobs.processes import metrics, selectors, services
 from jobs.runtime.periodic import PeriodicTask
+from jobs.runtime.registry import periodic_tasks
 
 log = logging.getLogger("jobs.processes")
 
 
-def process_tasks(namespaces) -> list[PeriodicTask]:
-    """Zombie collection, on every worker that serves process namespaces. It runs once per
-    period across them all, so whichever worker runs it collects every namespace's zombies."""
-    if not namespaces:
-        return []
+@periodic_tasks
+def process_tasks(config) -> list[PeriodicTask]:
+    """Zombie collection, housekeeping like the queue's: it reads the running tasks' deadlines,
+    not their processors, so any process runs it (a reaper, a worker serving queues only), once
+    per period across them all, and collects every namespace's zombies."""
     return [PeriodicTask("processes.zombies", settings.PROC_ZOMBIE_PERIOD_SEC, collect_zombies)]
 
 

@@ -3,7 +3,7 @@ its full trace, and the namespaces' counts."""
 
 import json
 import time
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -19,9 +19,9 @@ from jobs.processes.registry import ProcessView, require
 from jobs.processes.registry import names as names_registered
 from jobs.services._db import _json, _rows
 from pipeline_project.core.errors import ApplicationError, NotFoundError
+from pipeline_project.core.follow import NOTHING_YET, Read, follow, follow_blocking
 from pipeline_project.core.notifications import (
     Listening,
-    Subscription,
     WaitingResources,
     blocking_hub,
     waiting_resources,
@@ -68,18 +68,21 @@ def task_outcome(task_id: int) -> TaskOutcome | None:
     return None if row is None else TaskOutcome(row[0], _json(row[1]), row[2])
 
 
-def _notified_outcome(subscription: Subscription, task_id: int) -> TaskOutcome | None | bool:
+def _notified_outcome(received: dict[str, str], task_id: int) -> TaskOutcome | None | bool:
     """The outcome a task's end notification carried (``[status, response, process status]``,
     when short), or False: read it."""
-    data = subscription.received.pop(str(task_id), "")
+    data = received.pop(str(task_id), "")
     if not data:
         return False
     status, response, process_status = json.loads(data)
     return TaskOutcome(status, response, process_status)
 
 
-def _ended(outcome: TaskOutcome | None) -> bool:
-    return outcome is None or outcome.status in ENDED
+def _outcome_read(outcome: TaskOutcome | None) -> Read:
+    """A read of a task's outcome: done (with it) once the task has ended, or its process is gone."""
+    if outcome is None or outcome.status in ENDED:
+        return Read([outcome], done=True)
+    return NOTHING_YET
 
 
 @contextmanager
@@ -97,18 +100,18 @@ def task_waiter():
 def wait_for_task(task_id: int, *, timeout: float, since: Listening | None = None) -> TaskOutcome | None:
     """Wait (on a NOTIFY, holding no connection) until a task has ended; None if its process
     was removed. Without ``since`` (see ``task_waiter``) the task is read before waiting."""
+
+    def read(received: dict[str, str]) -> Read:
+        outcome = _notified_outcome(received, task_id)
+        return _outcome_read(task_outcome(task_id) if outcome is False else outcome)
+
     deadline = time.monotonic() + timeout
     with blocking_hub.subscribe(TASK_DONE_CHANNEL, [str(task_id)], since=since) as subscription:
-        outcome = task_outcome(task_id) if since is None else False
-        while outcome is False or not _ended(outcome):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise StepTimeoutError("timeout")
-            subscription.wait_blocking(min(left, RECHECK_SEC))  # woken or not, look: a NOTIFY may be lost
-            outcome = _notified_outcome(subscription, task_id)
-            if outcome is False:
-                outcome = task_outcome(task_id)
-        return outcome
+        for outcome in follow_blocking(
+            subscription, read, deadline=deadline, recheck_sec=RECHECK_SEC, wait_first=since is not None
+        ):
+            return outcome
+    raise StepTimeoutError("timeout")
 
 
 @asynccontextmanager
@@ -132,23 +135,21 @@ async def wait_for_task_async(
         async with waiting_resources() as own:
             return await wait_for_task_async(task_id, timeout=timeout, resources=own)
 
-    async def read() -> TaskOutcome | None:
-        async with resources.pool.connection() as conn:
-            row = await (await conn.execute(_OUTCOME, [task_id])).fetchone()
-        return None if row is None else TaskOutcome(row[0], row[1], row[2])
+    async def read(received: dict[str, str]) -> Read:
+        outcome = _notified_outcome(received, task_id)
+        if outcome is False:
+            async with resources.pool.connection() as conn:
+                row = await (await conn.execute(_OUTCOME, [task_id])).fetchone()
+            outcome = None if row is None else TaskOutcome(row[0], row[1], row[2])
+        return _outcome_read(outcome)
 
     deadline = time.monotonic() + timeout
     async with resources.hub.subscribe(TASK_DONE_CHANNEL, [str(task_id)], since=since) as subscription:
-        outcome = await read() if since is None else False
-        while outcome is False or not _ended(outcome):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise StepTimeoutError("timeout")
-            await subscription.wait(min(left, RECHECK_SEC))
-            outcome = _notified_outcome(subscription, task_id)
-            if outcome is False:
-                outcome = await read()
-        return outcome
+        outcomes = follow(subscription, read, deadline=deadline, recheck_sec=RECHECK_SEC, wait_first=since is not None)
+        async with aclosing(outcomes):
+            async for outcome in outcomes:
+                return outcome
+    raise StepTimeoutError("timeout")
 
 
 # --- reads -------------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ from jobs.processes.models import WORK_CHANNEL
 from jobs.runtime.database import DATABASE_ERRORS, configure_session, error_extra
 from jobs.runtime.lanes import Lane
 from jobs.runtime.loop import Runtime
+from jobs.runtime.registry import WorkerSetup, work_source
+from pipeline_project.core.storable import exception_text
 
 log = logging.getLogger("jobs.processes")
 
@@ -29,10 +31,15 @@ class TaskRun:
     task: services.ClaimedTask
 
 
+@work_source("namespace")
 class NamespaceSource:
     """The namespaces this worker serves: ``{name: concurrency}``."""
 
     channels = (WORK_CHANNEL,)
+
+    @classmethod
+    def build(cls, namespaces: dict[str, int], setup: WorkerSetup) -> "NamespaceSource":
+        return cls(namespaces, worker_name=setup.name)
 
     def __init__(self, namespaces: dict[str, int], *, worker_name: str):
         self.worker_name = worker_name
@@ -166,7 +173,7 @@ class NamespaceSource:
         try:
             outcome = services.result_parse(definition.process(task.task_type, task.args, task.view, task.context))
         except Exception as exc:
-            outcome = f"{type(exc).__name__}: {exc}"
+            outcome = exception_text(exc)  # the process's detail and the caller's reason: masked, storable
         metrics.TASK_PROCESSING.labels(namespace=definition.name, task_type=task.task_type).observe(
             (time.perf_counter() - started) * 1000
         )
@@ -180,7 +187,7 @@ class NamespaceSource:
         """The processor raised BaseException or recording failed: record it as the task's error."""
         log.error("a task ended without a result", extra={**error_extra(exc), "task_id": run.task.task_id})
         try:
-            services.task_complete(task=run.task, namespace=run.namespace.name, outcome=f"{type(exc).__name__}")
+            services.task_complete(task=run.task, namespace=run.namespace.name, outcome=exception_text(exc))
         except DATABASE_ERRORS as db_exc:  # the zombie collector will see to it
             log.error("could not record a task's error", extra=error_extra(db_exc, task_id=run.task.task_id))
 

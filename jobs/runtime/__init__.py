@@ -1,8 +1,10 @@
 """The worker runtime: one process model for every kind of background work.
 
 A ``runworker`` process is a :class:`~jobs.runtime.loop.Runtime` serving one or more work
-sources (the job queue today; process namespaces next). The runtime owns what every kind of
-work needs the same way:
+sources (the job queue: ``jobs.source``; process namespaces: ``jobs.processes.source``), built
+by :mod:`build` from its configuration (:mod:`config`) and what apps registered (:mod:`registry`:
+sources by kind, periodic tasks, start checks); ``runreaper`` runs the periodic tasks alone. The
+runtime owns what every kind of work needs the same way:
 
 - the control loop (:mod:`loop`): it sleeps on a wake-up pipe and one LISTEN connection until
   the nearest deadline any source names, hands notifications to the source that listens on
@@ -12,8 +14,8 @@ work needs the same way:
   ends with an outcome, even when it raises ``BaseException``;
 - a batch recorder (:mod:`recorder`) that writes finished runs on its own thread;
 - periodic tasks (:mod:`periodic`), each run by one process at a time, off the control loop;
-- run signals (:mod:`signals`): cancel and lease-lost as events, and a subprocess helper that
-  kills the child on either.
+- run signals (:mod:`signals`): cancel and lease-lost as events; and subprocesses that die
+  with their run (:mod:`subprocesses`).
 
 A work source (:class:`~jobs.runtime.loop.WorkSource`) brings the rest: what to claim, how
 to run it, what to write when it ends.

@@ -27,6 +27,11 @@ class WorkSource(Protocol):
 
     channels: tuple[str, ...]  # LISTEN channels whose notifications this source takes
 
+    @classmethod
+    def build(cls, names: dict[str, int], setup) -> "WorkSource":
+        """The source serving ``names`` (``{name: concurrency}`` of its kind) in the worker ``setup``
+        describes (``jobs.runtime.registry.WorkerSetup``)."""
+
     def start(self, runtime: "Runtime") -> None:
         """Start its threads (lanes, recorder); ``runtime.wake()`` interrupts the loop's wait."""
 

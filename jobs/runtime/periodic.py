@@ -1,7 +1,8 @@
-"""Periodic tasks: housekeeping that runs once per period across every process, off the control loop.
+"""Periodic tasks: work that runs once per period across every process, off the control loop.
 
-Every runworker (unless ``--no-reaper``) and ``runreaper`` run a :class:`PeriodicRunner` on a
-thread of its own, never on the control loop, whose latency is the work's.
+Apps register them in their ``periodic`` module (``jobs.runtime.registry``); runworker and
+runreaper run theirs in a :class:`PeriodicRunner` on a thread of its own, never on the control
+loop, whose latency is the work's.
 ``services.periodic_task_run`` makes each task run once per period across all processes, one
 process at a time (a transaction-scoped advisory lock on its name).
 """
@@ -26,19 +27,9 @@ class PeriodicTask:
     name: str
     period_sec: float
     work: Callable[[], dict]  # returns what it did: recorded on the task's row, logged when not all zero
-
-
-_registered: list[Callable[[], list[PeriodicTask]]] = []
-
-
-def register_periodic(tasks: Callable[[], list[PeriodicTask]]) -> None:
-    """An app's periodic tasks, run by every worker that serves queues (called from the app's
-    ``job_handlers`` module, which workers import before they start)."""
-    _registered.append(tasks)
-
-
-def registered_tasks() -> list[PeriodicTask]:
-    return [task for tasks in _registered for task in tasks()]
+    # None: housekeeping, run by runreaper and every runworker that does housekeeping; (kind, name):
+    # work local to the host of that source, run only by the workers serving it (``jobs.runtime.registry``).
+    local_to: tuple[str, str] | None = None
 
 
 class PeriodicRunner:

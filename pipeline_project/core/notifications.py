@@ -1,9 +1,10 @@
 """What long-lived responses wait with: a notification hub and a small async connection pool.
 
-A client following a job's events (and, later, waiting for a process call or an sqlrs job)
+A client following a job's events (or waiting for a process call, or following an sqlrs job)
 holds no thread and no database connection while it waits: it holds a subscription to the
 process's :class:`NotificationHub`, which has one LISTEN connection per channel for all of
-its subscribers, and borrows a connection from the async pool only to read.
+its subscribers, and borrows a connection from the async pool only to read. How it reads and
+waits until done is ``pipeline_project.core.follow``, the same for every stream and waiter.
 
 The ASGI application opens these once per process (lifespan startup) and closes them at
 shutdown; code running where they are not open (an ASGI test client, a WSGI server
@@ -84,6 +85,10 @@ class BlockingSubscription(Subscription):
 
     def _wake(self) -> None:
         self._thread_event.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """Blocks the calling thread: what ``pipeline_project.core.follow.follow_blocking`` waits with."""
+        return self.wait_blocking(timeout)
 
     def wait_blocking(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds; return whether something arrived (then re-read)."""

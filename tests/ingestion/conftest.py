@@ -1,7 +1,7 @@
 import pytest
 
-import ingestion.job_handlers  # noqa: F401  (registers the tasks and the settle task, as runworker does)
-from jobs.worker import WorkerConfig
+import ingestion.job_handlers  # noqa: F401  (registers the tasks, as runworker does; settling: ingestion.periodic)
+from jobs.runtime.config import WorkerConfig
 from tests.ingestion import site as website
 from tests.jobs.helpers import FAST, worker_in_thread
 

@@ -5,7 +5,8 @@ import uuid
 from contextlib import contextmanager
 
 from jobs.registry import registry
-from jobs.worker import WorkerConfig, build_worker
+from jobs.runtime.build import build_worker
+from jobs.runtime.config import WorkerConfig
 from tests.db_helpers import raw_connection
 
 # Fast clocks for tests: heartbeats, reaper and retries in fractions of a second.

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 import tests.jobs.handlers as handlers
-from jobs.worker import WorkerConfig
+from jobs.runtime.config import WorkerConfig
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import launch_chromium, logged_in_page, needs_chromium, off_loop, wait_for
 from tests.jobs.conftest import enqueue, job

@@ -3,7 +3,8 @@ thread): a prepare job's events, and a run's output.
 
 The events stream reads the job's events in order from a position (``Range: events=N-``),
 then waits for the ``sqlrs_events`` NOTIFY naming the job (re-reading on a slow timer in case
-one was lost), and closes once the job's terminal status has been sent.
+one was lost: ``pipeline_project.core.follow``), and closes once the job's terminal status has
+been sent.
 """
 
 import json
@@ -18,6 +19,7 @@ from jobs.api.streams import OPEN_STREAMS
 from jobs.dbstates import runs, selectors
 from jobs.dbstates.api.errors import sqlrs_error
 from jobs.dbstates.models import EVENTS_CHANNEL, TERMINAL_STATUSES
+from pipeline_project.core.follow import Read, follow
 from pipeline_project.core.notifications import waiting_resources
 
 NDJSON = "application/x-ndjson"
@@ -56,32 +58,39 @@ async def _event_lines(job_id: str, *, start: int, end: int | None):
     try:
         async with AsyncExitStack() as stack:
             resources = await stack.enter_async_context(waiting_resources())
-            new_events = await stack.enter_async_context(resources.hub.subscribe(EVENTS_CHANNEL, [job_id]))
-            position, final_read = start, False
-            while True:
-                limit = EVENTS_PAGE if end is None else min(EVENTS_PAGE, end + 1 - position)
-                events = await selectors.job_events_page(
-                    pool=resources.pool, job_id=job_id, start=position, limit=limit
-                )
-                for event in events:
-                    yield json.dumps(event) + "\n"
-                position += len(events)
-                if end is not None and position > end:
-                    return
-                if len(events) == limit:
-                    continue
-                if final_read:
-                    return
-                progress = await selectors.job_progress(pool=resources.pool, job_id=job_id)
-                remaining = deadline - time.monotonic()
-                if progress is None or remaining <= 0:
-                    return
-                if progress[0] in TERMINAL_STATUSES:
-                    final_read = True  # the status event was written with the status: read once more
-                    continue
-                await new_events.wait(timeout=min(settings.DL_EVENTS_RECHECK_SEC, remaining))
+            subscription = await stack.enter_async_context(resources.hub.subscribe(EVENTS_CHANNEL, [job_id]))
+            reader = _EventsReader(resources.pool, job_id, start=start, end=end)
+            events = follow(subscription, reader.read, deadline=deadline, recheck_sec=settings.DL_EVENTS_RECHECK_SEC)
+            stack.push_async_callback(events.aclose)
+            async for event in events:
+                yield json.dumps(event) + "\n"
     finally:
         _EVENTS_OPEN.dec()
+
+
+class _EventsReader:
+    """A prepare job's events from a position (to an end, if the range has one), a page a read,
+    until the job's terminal status has been read."""
+
+    def __init__(self, pool, job_id: str, *, start: int, end: int | None):
+        self.pool, self.job_id, self.position, self.end = pool, job_id, start, end
+        self.final = False  # the job ended: one more read, for the status event written with its status
+
+    async def read(self, _received) -> Read:
+        limit = EVENTS_PAGE if self.end is None else min(EVENTS_PAGE, self.end + 1 - self.position)
+        events = await selectors.job_events_page(pool=self.pool, job_id=self.job_id, start=self.position, limit=limit)
+        self.position += len(events)
+        if self.end is not None and self.position > self.end:
+            return Read(events, done=True)
+        if len(events) == limit:
+            return Read(events, more=True)
+        if self.final:
+            return Read(events, done=True)
+        progress = await selectors.job_progress(pool=self.pool, job_id=self.job_id)
+        if progress is None:
+            return Read(events, done=True)
+        self.final = progress[0] in TERMINAL_STATUSES
+        return Read(events, more=self.final)
 
 
 def run_response(plan: runs.RunPlan) -> StreamingHttpResponse:

@@ -1,26 +1,23 @@
-import os
 import signal
-import socket
 import threading
 
 from django.core.management.base import BaseCommand
 
-from jobs.periodic import queue_tasks
-from jobs.runtime.periodic import PeriodicRunner
-from jobs.worker import WorkerConfig
+from jobs.runtime.build import build_reaper
+from jobs.runtime.config import WorkerConfig
 
 
 class Command(BaseCommand):
     help = (
-        "Run the queue's periodic tasks: expired leases back to the queue every DL_REAPER_PERIOD_SEC, "
-        "silent workers forgotten, old jobs pruned. runworker does this too unless started with "
-        "--no-reaper; each task runs once per period across all processes."
+        "Run every app's housekeeping periodic tasks (jobs.runtime.registry): expired leases back to the "
+        "queue, silent workers forgotten, old jobs pruned, ingestion runs settled, zombie process tasks "
+        "collected, ... runworker does this too unless started with --no-reaper; each task runs once per "
+        "period across all processes. Tasks local to a worker's host (the database-state engine's) stay "
+        "with the workers that serve it."
     )
 
     def handle(self, *args, **options):
-        runner = PeriodicRunner(
-            queue_tasks(WorkerConfig.from_settings({})), runner_name=f"{socket.gethostname()}:{os.getpid()}:reaper"
-        )
+        runner = build_reaper(WorkerConfig.from_settings({}))
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())

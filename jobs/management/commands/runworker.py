@@ -8,7 +8,9 @@ from prometheus_client import multiprocess, start_http_server
 from jobs.handlers_loader import load_handler_modules
 from jobs.processes.registry import load_processor_modules
 from jobs.registry import registry
-from jobs.worker import WorkerConfig, Workers, build_worker, parse_workers, parse_workers_json, worker_flag_entry
+from jobs.runtime.build import build_worker
+from jobs.runtime.config import WorkerConfig, Workers, parse_workers, parse_workers_json, worker_flag_entry
+from jobs.runtime.registry import StartRefused
 
 
 class Command(BaseCommand):
@@ -40,19 +42,24 @@ class Command(BaseCommand):
         )
         parser.add_argument("--metrics-port", type=int, help="Serve this process's Prometheus metrics on this port.")
         parser.add_argument("--metrics-addr", default="127.0.0.1")
-        parser.add_argument("--no-reaper", action="store_true", help="Leave reaping to `manage.py runreaper`.")
+        parser.add_argument(
+            "--no-reaper",
+            action="store_true",
+            help="Leave the housekeeping periodic tasks to `manage.py runreaper` (tasks local to what this "
+            "worker serves, such as the database-state engine's, still run here).",
+        )
         parser.add_argument("--shutdown-timeout", type=float, help="Seconds running jobs get after SIGTERM.")
 
     def handle(self, *args, **options):
         load_handler_modules(options["handlers"])
         load_processor_modules(options["processors"])
         workers = self._workers(options["queue"] or [], options["namespace"] or [])
-        overrides = {"run_reaper": not options["no_reaper"], "namespaces": workers.namespaces}
+        overrides = {"run_reaper": not options["no_reaper"], "serves": workers.serves}
         if options["shutdown_timeout"] is not None:
             overrides["shutdown_timeout_sec"] = options["shutdown_timeout"]
         try:
-            worker = build_worker(WorkerConfig.from_settings(workers.queues, **overrides), registry)
-        except LookupError as exc:
+            worker = build_worker(WorkerConfig.from_settings({}, **overrides), registry)
+        except (LookupError, StartRefused) as exc:
             raise CommandError(str(exc)) from None
 
         if options["metrics_port"]:

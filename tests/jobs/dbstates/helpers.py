@@ -18,7 +18,7 @@ import jobs.dbstates.job_handlers  # noqa: F401  (registers sqlrs.prepare)
 from jobs.dbstates import postgres, services, statefs
 from jobs.dbstates.models import PrepareEvent, PrepareJob
 from jobs.dbstates.steps import PrepareRequest
-from jobs.worker import WorkerConfig
+from jobs.runtime.config import WorkerConfig
 from tests.helpers import asgi_request
 from tests.jobs.helpers import FAST, worker_in_thread
 

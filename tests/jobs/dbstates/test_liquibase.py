@@ -1,14 +1,17 @@
 """Liquibase prepares, with a stand-in Liquibase: one state per changeset, planned with
 update-sql and applied with update-count --count=1; arguments filtered and paths mapped."""
 
+import time
+
 import psycopg
 import pytest
 
-from jobs.dbstates import liquibase, services
+from jobs.dbstates import liquibase, postgres, services, statefs
 from jobs.dbstates.models import PrepareTask, State
 from jobs.dbstates.steps import PrepareRequest
 from pipeline_project.core.errors import InvalidInputError
 from tests.conftest import ALL_DATABASES_COMMITTED
+from tests.helpers import wait_for
 from tests.jobs.dbstates.helpers import engine_worker, fake_liquibase, script, wait_terminal
 
 pytestmark = ALL_DATABASES_COMMITTED
@@ -90,3 +93,47 @@ def test_without_an_executable_lb_is_refused_with_how_to_configure_it(settings):
         services.prepare_job_submit(
             request=PrepareRequest(prepare_kind="lb", image_id="postgres:15", liquibase_args=["update"])
         )
+
+
+def stand_in(directory, body: str) -> str:
+    """A Liquibase that runs ``body`` (sh) whatever it is asked."""
+    program = directory / "stand-in-liquibase"
+    program.write_text(f"#!/bin/sh\n{body}\n")
+    program.chmod(0o755)
+    return str(program)
+
+
+def test_cancel_kills_liquibase_while_it_plans(tmp_path, settings):
+    pid_file = tmp_path / "liquibase.pid"
+    settings.SQLRS_LIQUIBASE_EXEC = stand_in(tmp_path, f"echo $$ > {pid_file}; exec sleep 60")
+    changelog = script(tmp_path, "changelog.sql", TWO)
+    args = [f"--changelog-file={changelog}", "update"]
+    job = services.prepare_job_submit(
+        request=PrepareRequest(prepare_kind="lb", image_id="postgres:15", liquibase_args=args)
+    )
+
+    with engine_worker():
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), timeout=60, what="Liquibase to plan")
+        planner = int(pid_file.read_text())
+        started = time.monotonic()
+        services.prepare_job_cancel(job_id=job.job_id)
+        ended = wait_terminal(job.job_id, timeout=20)
+
+    assert ended.status == "failed" and ended.error["code"] == "cancelled"
+    assert time.monotonic() - started < 10
+    assert not postgres.is_alive(planner)  # killed with its run, not left to its 60 s
+    assert not (statefs.job_dir(job.job_id) / "plan").exists()  # nor the server it planned against
+
+
+def test_a_plan_failure_is_stored_as_every_failure_is_masked_and_storable(tmp_path, settings):
+    settings.SQLRS_LIQUIBASE_EXEC = stand_in(
+        tmp_path, r"printf 'cannot reach postgres://app:hunter2@db/x, api_key=abc123 \000 \377 end\n' >&2; exit 3"
+    )
+    changelog = script(tmp_path, "changelog.sql", TWO)
+
+    job = prepare_lb([f"--changelog-file={changelog}", "update"])
+
+    assert job.status == "failed" and job.error["code"] == "plan_failed", job.error
+    assert job.error["message"] == "Liquibase update-sql exited with code 3"
+    assert "hunter2" not in job.error["details"] and "abc123" not in job.error["details"]
+    assert "postgres://app:***@db/x, api_key=*** \ufffd \ufffd end" in job.error["details"]

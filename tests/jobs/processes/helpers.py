@@ -12,7 +12,7 @@ from django.utils import timezone
 import tests.jobs.processes.processors  # noqa: F401  (registers the test.* namespaces)
 from jobs.processes import services
 from jobs.processes.models import Process, Running, Task
-from jobs.worker import WorkerConfig
+from jobs.runtime.config import WorkerConfig
 from tests.jobs.helpers import FAST, worker_in_thread
 
 

@@ -63,3 +63,11 @@ namespace("test.scripted", retry_policy=RETRIES, process_step_timeout=5.0)(run_s
 namespace("test.quick", retry_policy=RETRIES, process_step_timeout=0.5)(run_script)
 # A namespace whose processors get the last two events unless a task names its own range.
 namespace("test.ranged", process_step_timeout=5.0, history_range={"direction": "backward", "limit": 2})(run_script)
+
+
+def raise_hostile(task_type, args, process):
+    """Raises what an exception may carry: a NUL, a lone surrogate and a password."""
+    raise RuntimeError("bad \x00 byte, lone \ud800 surrogate, postgres://app:hunter2@db/x")
+
+
+namespace("test.hostile", process_step_timeout=5.0)(raise_hostile)

@@ -1,17 +1,15 @@
-"""The worker loop, run in a thread against the test database: the seed's test plan and more."""
+"""The queue's work source in the worker runtime, run in a thread against the test database: the seed's
+test plan and more."""
 
 import threading
 import time
 import uuid
 from datetime import timedelta
 
-import pytest
 from django.utils import timezone
 
 from jobs import periodic, selectors, services
 from jobs.models import Job, JobEvent, Worker
-from jobs.registry import JobContext, registry
-from jobs.worker import QueueSource, Running, WorkerConfig, parse_workers, parse_workers_json, worker_flag_entry
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import wait_for
 from tests.jobs.conftest import enqueue, job, kinds, running_worker, wait_for_status
@@ -66,18 +64,6 @@ def test_failures_retry_with_backoff_then_fail_at_max_attempts():
     assert last.payload["exception_class"] == "builtins.ValueError" and "Traceback" in last.payload["traceback"]
 
 
-def test_errors_and_tracebacks_are_stored_with_secrets_masked():
-    enqueued = enqueue(task="test.leaky", max_attempts=1)
-
-    with running_worker():
-        failed = wait_for_status(enqueued.job_id, "failed")
-
-    payload = JobEvent.objects.get(job_id=enqueued.job_id, kind="failed").payload
-    assert failed.error == "ConnectionError: cannot reach postgres://app:***@db/prod with api_key=***"
-    assert "hunter2" not in payload["traceback"] and "abc123" not in payload["traceback"]
-    assert "Traceback" in payload["traceback"]
-
-
 def test_a_retry_can_succeed():
     enqueued = enqueue(task="test.flaky", args={"succeed_on": 3})
 
@@ -85,26 +71,6 @@ def test_a_retry_can_succeed():
         succeeded = wait_for_status(enqueued.job_id, "succeeded")
 
     assert succeeded.attempt == 3 and succeeded.error is None
-
-
-def test_an_unknown_task_fails_at_once_with_a_clear_error():
-    enqueued = enqueue(task="nobody.handles.this")
-
-    with running_worker():
-        failed = wait_for_status(enqueued.job_id, "failed")
-
-    assert failed.attempt == 1
-    assert failed.error == "Unknown task 'nobody.handles.this': no handler is registered for it in this worker."
-    assert "test.echo" in JobEvent.objects.get(job_id=enqueued.job_id, kind="failed").payload["known_tasks"]
-
-
-def test_a_result_that_cannot_be_stored_is_an_error():
-    enqueued = enqueue(task="test.unserializable", max_attempts=1)
-
-    with running_worker():
-        failed = wait_for_status(enqueued.job_id, "failed")
-
-    assert "TypeError" in failed.error
 
 
 def test_cancel_of_a_running_job_stops_it_between_chunks():
@@ -306,78 +272,6 @@ def test_a_job_the_database_refuses_to_claim_does_not_block_the_queues():
     assert JobEvent.objects.get(job_id=bad, kind="failed").payload["reason"] == "unclaimable"
 
 
-@pytest.mark.parametrize(
-    ("task", "error"),
-    [
-        ("test.nan", "TypeError: The handler's result cannot be stored: it contains nan, which JSON cannot represent."),
-        ("test.nul_error", "ValueError: bad byte \ufffd here, and a lone ? surrogate"),
-        ("test.system_exit", "SystemExit: 3"),
-        ("test.keyboard_interrupt", "KeyboardInterrupt: "),
-        ("test.unprintable", "_Unprintable: <_Unprintable whose message cannot be read>"),
-    ],
-)
-def test_every_run_ends_with_an_outcome_and_frees_its_slot(task, error):
-    hostile = enqueue(task=task, max_attempts=2)
-    after = enqueue(task="test.echo")
-
-    with running_worker(queues={"default": 1}):  # one slot: a lost slot would strand `after`
-        failed = wait_for_status(hostile.job_id, "failed")
-        wait_for_status(after.job_id, "succeeded")
-
-    assert failed.error == error and failed.attempt == 2
-    event = JobEvent.objects.get(job_id=hostile.job_id, kind="failed")
-    assert event.payload["exception_class"].endswith(error.split(":")[0])
-
-
-@pytest.fixture
-def broken_resolver():
-    """A task lookup that raises (an import error in a module it loads)."""
-
-    def resolve(name):
-        if name == "broken.lookup":
-            raise ImportError("the module of broken.lookup is broken")
-
-    registry.add_resolver(resolve)
-    yield
-    registry._resolvers.remove(resolve)
-
-
-def test_a_task_lookup_that_raises_is_the_runs_error(broken_resolver):
-    enqueued = enqueue(task="broken.lookup", max_attempts=1)
-
-    with running_worker(queues={"default": 1}):
-        failed = wait_for_status(enqueued.job_id, "failed")
-
-    assert failed.error == "ImportError: the module of broken.lookup is broken"
-
-
-def test_a_result_the_database_refuses_fails_that_job_alone():
-    jobs = [enqueue(task="t", max_attempts=3) for _ in range(3)]
-    claimed = services.jobs_claim(queue="default", limit=3, worker_id="w")
-    source = QueueSource(WorkerConfig.from_settings({"default": 3}), registry)
-    refused_job = claimed[1].lease.job_id
-    # Past the handler's own check (as a bug of ours might be): the statement for the batch fails.
-    results = [
-        Running(
-            context=JobContext(job, "w"),
-            started=0.0,
-            renew_every=1.0,
-            renew_at=0.0,
-            outcome=services.Outcome(lease=job.lease, kind="succeeded", result=value),
-        )
-        for job, value in zip(claimed, [1, float("nan"), 3], strict=True)
-    ]
-
-    source.recorder.submit(results)
-    source.recorder.flush()
-
-    statuses = {job_id: job(job_id).status for job_id in (item.job_id for item in jobs)}
-    assert statuses[refused_job] == "failed"
-    assert [status for job_id, status in statuses.items() if job_id != refused_job] == ["succeeded", "succeeded"]
-    assert "could not be stored" in job(refused_job).error
-    assert sorted(status for _running, status in source._recorded) == ["failed", "succeeded", "succeeded"]
-
-
 def test_progress_writes_are_rate_limited_and_the_last_one_is_kept(monkeypatch):
     writes = []
     real = services.job_progress
@@ -406,43 +300,6 @@ def test_housekeeping_runs_off_the_claim_path(monkeypatch):
         enqueued = enqueue(task="test.echo")
         wait_for_status(enqueued.job_id, "succeeded", timeout=2)
         assert time.monotonic() - started < 1
-
-
-# --- configuration -----------------------------------------------------------------------
-
-
-def test_workers_json_parsing():
-    workers = parse_workers_json(
-        '[{"queue": "load.cbr", "concurrency": 2}, {"queue": "load.sgx"}, {"namespace": "orders", "concurrency": 10}]'
-    )
-    assert workers.queues == {"load.cbr": 2, "load.sgx": 1}
-    assert workers.namespaces == {"orders": 10}
-    for bad in [
-        "{}",
-        "[]",
-        '[{"concurrency": 2}]',
-        '[{"queue": "q", "concurrency": 0}]',
-        '[{"queue": "q", "concurrency": "2"}]',
-        '[{"queue": "q", "concurrency": 1001}]',
-        '[{"queue": "q", "concurrency": 600}, {"queue": "q", "concurrency": 600}]',
-        '[{"queue": "a queue"}]',
-        '[{"queue": "q", "concurency": 2}]',
-        '[{"queue": "q", "namespace": "n"}]',
-        '[{"namespace": "n", "concurrency": 0}]',
-        "nope",
-    ]:
-        with pytest.raises(ValueError):
-            parse_workers_json(bad)
-
-
-def test_queue_flags_have_the_same_bounds():
-    flags = ["a", "b:3", "b:2", "load:eu:4"]
-    assert parse_workers([worker_flag_entry("queue", flag) for flag in flags]).queues == {"a": 1, "b": 5, "load:eu": 4}
-    assert parse_workers([worker_flag_entry("namespace", "orders:10")]).namespaces == {"orders": 10}
-    for bad in ["a:00", "a:0", "a:", "a:²", "a:+1", "a:1001", " :2", "a b:2", "a:eu"]:
-        for kind in ("queue", "namespace"):
-            with pytest.raises(ValueError):
-                parse_workers([worker_flag_entry(kind, bad)])
 
 
 def test_unique_ids():

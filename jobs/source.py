@@ -1,128 +1,50 @@
-"""The job queue as a work source of the runtime (``jobs.runtime``), and the runworker's configuration.
+"""The job queue as a work source of the runtime (``jobs.runtime``), serving WORKERS_JSON's
+``{"queue": NAME, "concurrency": N}`` entries. Each pass of the control loop, :class:`QueueSource`
+hands finished runs to the recorder; claims up to the free slots of every queue that may have
+work (one statement per queue; NOTIFY on ``dl_jobs`` says a queue has work, ``dl_jobs_cancel``
+names a job to cancel); renews each lease every min(``DL_HEARTBEAT_SEC``, TTL / 3), leases due
+together in one statement; and wakes for the next job's ``available_at`` (no NOTIFY fires then).
 
-Each pass of the control loop, :class:`QueueSource`:
+Each queue is a lane of handler threads. The recorder writes finished runs on its own connection,
+as many per statement as have finished since its last write (``jobs.results``), so recording
+overlaps claiming. Until a run is recorded its job is still ``running`` in the database: its lease
+is renewed with the others, and claims leave jobs with its lock_key alone. When a finished run's
+lock_key has a job waiting, its handler thread writes the result and claims the next job in one
+statement, and runs it in the same slot.
 
-- hands finished runs to the recorder, and claims up to the free slots of every queue that
-  may have work (one statement per queue; NOTIFY on ``dl_jobs`` says a queue has work,
-  ``dl_jobs_cancel`` names a job to cancel);
-- renews each lease every min(``DL_HEARTBEAT_SEC``, TTL / 3), leases due together in one statement;
-- wakes for the next job's ``available_at`` (no NOTIFY fires when a delay runs out).
-
-Each queue is a lane of handler threads. The recorder writes finished runs on its own
-connection, as many per statement as have finished since its last write, so recording
-overlaps claiming. Until a run is recorded its job is still ``running`` in the database: its
-lease is renewed with the others, and claims leave jobs with its lock_key alone. When a
-finished run's lock_key has a job waiting, its handler thread writes the result and claims
-the next job in one statement, and runs it in the same slot.
-
-The worker's own statements commit asynchronously (``DL_WORKER_SYNCHRONOUS_COMMIT``):
-a database crash can lose the last few hundred milliseconds of claims and results,
-which only means those jobs run again (at-least-once); jobs themselves are inserted by
-producers with synchronous commits and are never lost.
+The worker's own statements commit asynchronously (``DL_WORKER_SYNCHRONOUS_COMMIT``): a database
+crash can lose the last few hundred milliseconds of claims and results, which only means those
+jobs run again (at-least-once); producers insert jobs with synchronous commits: none is lost.
 """
 
-import json
 import logging
 import os
-import re
 import socket
 import time
-import traceback
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
 from jobs import metrics, selectors, services
 from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL
-from jobs.periodic import queue_tasks
-from jobs.processes.periodic import process_tasks
-from jobs.processes.source import NamespaceSource
-from jobs.registry import FatalError, JobCancelled, JobContext, LeaseLost, Registry
-from jobs.runtime.database import DATABASE_ERRORS, configure_session, error_extra
+from jobs.registry import JobContext, Registry, failure_outcome, run_handler
+from jobs.results import ResultWriter
+from jobs.runtime.build import worker_name
+from jobs.runtime.config import WorkerConfig
+from jobs.runtime.database import DATABASE_ERRORS, error_extra
 from jobs.runtime.lanes import Lane
 from jobs.runtime.loop import Runtime
-from jobs.runtime.periodic import PeriodicRunner, registered_tasks
 from jobs.runtime.recorder import Recorder
-from pipeline_project.core.storable import json_problem, storable_text
+from jobs.runtime.registry import WorkerSetup, work_source
 from pipeline_project.databases import is_transient_error
-from pipeline_project.logging import mask_secrets
 
-log = logging.getLogger("jobs.worker")
-
-
-@dataclass(frozen=True)
-class WorkerConfig:
-    queues: dict[str, int]  # queue -> concurrency
-    heartbeat_sec: float
-    retry_backoff_sec: float
-    sweep_sec: float
-    shutdown_timeout_sec: float
-    claim_batch: int
-    claim_coalesce_sec: float
-    record_linger_sec: float
-    progress_interval_sec: float
-    synchronous_commit: str
-    run_reaper: bool
-    reaper_period_sec: float
-    retention_period_sec: float
-    retention_age_sec: float
-    retention_max_identical: int
-    namespaces: dict[str, int] = field(default_factory=dict)  # process namespace -> concurrency
-
-    @classmethod
-    def from_settings(cls, queues: dict[str, int], **overrides) -> "WorkerConfig":
-        values = {
-            "queues": queues,
-            "heartbeat_sec": settings.DL_HEARTBEAT_SEC,
-            "retry_backoff_sec": settings.DL_RETRY_BACKOFF_SEC,
-            "sweep_sec": settings.DL_SWEEP_SEC,
-            "shutdown_timeout_sec": settings.DL_SHUTDOWN_TIMEOUT_SEC,
-            "claim_batch": settings.DL_CLAIM_BATCH,
-            "claim_coalesce_sec": settings.DL_CLAIM_COALESCE_SEC,
-            "record_linger_sec": settings.DL_RECORD_LINGER_SEC,
-            "progress_interval_sec": settings.DL_PROGRESS_INTERVAL_SEC,
-            "synchronous_commit": settings.DL_WORKER_SYNCHRONOUS_COMMIT,
-            "run_reaper": True,
-            "reaper_period_sec": settings.DL_REAPER_PERIOD_SEC,
-            "retention_period_sec": settings.DL_RETENTION_PERIOD_SEC,
-            "retention_age_sec": settings.DL_RETENTION_AGE_SEC,
-            "retention_max_identical": settings.DL_RETENTION_MAX_IDENTICAL,
-        }
-        return cls(**{**values, **overrides})
-
-
-def build_worker(config: WorkerConfig, registry: Registry) -> Runtime:
-    """The runworker process: the runtime serving the configured queues and process
-    namespaces side by side, with their housekeeping."""
-    worker_id = uuid.uuid4()
-    name = worker_name(worker_id)
-    sources = [QueueSource(config, registry, worker_id=worker_id)] if config.queues else []
-    if config.namespaces:
-        sources.append(NamespaceSource(config.namespaces, worker_name=name))
-    tasks = [*(queue_tasks(config) + registered_tasks() if config.queues else []), *process_tasks(config.namespaces)]
-    periodic = PeriodicRunner(tasks, runner_name=name) if config.run_reaper and tasks else None
-    return Runtime(
-        sources,
-        session=lambda: configure_session(config.synchronous_commit),
-        sweep_sec=config.sweep_sec,
-        shutdown_timeout_sec=config.shutdown_timeout_sec,
-        periodic=periodic,
-    )
-
-
-def worker_name(worker_id: uuid.UUID) -> str:
-    """How a worker process names itself in leases, events and logs: host, pid, id prefix."""
-    return f"{socket.gethostname()}:{os.getpid()}:{str(worker_id)[:8]}"
-
+log = logging.getLogger("jobs.source")
 
 # A lease due for renewal within this share of its interval is renewed with those due now.
 RENEW_EARLY = 0.25
-MAX_ERROR_CHARS = 4000
-MAX_TRACEBACK_CHARS = 20000
 
 
 @dataclass(eq=False)
@@ -135,18 +57,24 @@ class Running:
     outcome: services.Outcome | None = None  # how it ended (None: its lease was lost in the run)
 
 
+@work_source("queue")
 class QueueSource:
     """The job queue on the runtime: claims, lanes per queue, results, leases."""
 
     channels = (NOTIFY_CHANNEL, CANCEL_CHANNEL)
+
+    @classmethod
+    def build(cls, queues: dict[str, int], setup: WorkerSetup) -> "QueueSource":
+        return cls(setup.config, setup.handlers, worker_id=setup.worker_id)  # queues: the configuration's
 
     def __init__(self, config: WorkerConfig, registry: Registry, *, worker_id: uuid.UUID | None = None):
         self.config = config
         self.registry = registry
         self.worker_id = worker_id or uuid.uuid4()
         self.worker_name = worker_name(self.worker_id)
+        writer = ResultWriter(worker_name=self.worker_name, synchronous_commit=config.synchronous_commit)
         self.recorder: Recorder[Running] = Recorder(
-            name="job-recorder", write=self._write, on_recorded=self._on_recorded, linger_sec=config.record_linger_sec
+            name="job-recorder", write=writer.write, on_recorded=self._on_recorded, linger_sec=config.record_linger_sec
         )
         self.lanes = {
             queue: Lane(
@@ -334,64 +262,18 @@ class QueueSource:
     def _running_for(self, job: services.ClaimedJob) -> Running:
         context = JobContext(job, self.worker_name, progress_interval_sec=self.config.progress_interval_sec)
         renew_every = min(self.config.heartbeat_sec, job.lease_ttl_sec / 3)
-        return Running(
-            context=context,
-            started=time.perf_counter(),
-            renew_every=renew_every,
-            renew_at=time.monotonic() + renew_every,
-        )
+        return Running(context, time.perf_counter(), renew_every, renew_at=time.monotonic() + renew_every)
 
     # --- running (handler threads) ------------------------------------------------------
 
     def _execute(self, running: Running) -> services.Outcome | None:
-        """Run one job; None when the lease was lost (nothing to write).
-
-        Whatever the handler does, the run ends with an outcome; a result PostgreSQL could
-        not store is the run's error.
-        """
-        context = running.context
-        job = context.job
-        started = time.perf_counter()
-        handler = None
-        try:
-            handler = self.registry.get(job.task)
-            if handler is None:
-                return services.Outcome(
-                    lease=job.lease,
-                    kind="fatal",
-                    error=f"Unknown task {job.task!r}: no handler is registered for it in this worker.",
-                    details={"known_tasks": self.registry.names()},
-                )
-            context.check_cancelled()
-            result = handler.func(context)
-            if problem := json_problem(result):
-                raise TypeError(f"The handler's result cannot be stored: it {problem}.")
-        except LeaseLost:
-            return None
-        except JobCancelled:
-            return services.Outcome(
-                lease=job.lease, kind="canceled", details={"by": "handler"}, progress=context.unwritten_progress()
-            )
-        except FatalError as exc:
-            return _failure(job, exc, kind="fatal", started=started, progress=context.unwritten_progress())
-        except BaseException as exc:
-            backoff = handler.retry_backoff_sec if handler and handler.retry_backoff_sec is not None else None
-            delay = (self.config.retry_backoff_sec if backoff is None else backoff) * job.lease.attempt
-            return _failure(
-                job, exc, kind="error", started=started, retry_delay_sec=delay, progress=context.unwritten_progress()
-            )
-        return services.Outcome(
-            lease=job.lease,
-            kind="succeeded",
-            result=result,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            progress=context.unwritten_progress(),
-        )
+        """Run one job (``jobs.registry.run_handler``); None when the lease was lost."""
+        return run_handler(self.registry, running.context, retry_backoff_sec=self.config.retry_backoff_sec)
 
     @staticmethod
     def _crashed(running: Running, exc: BaseException) -> services.Outcome:
         """A bug of ours, not the handler's, ended the run: it fails, and its slot is freed."""
-        return _failure(running.context.job, exc, kind="fatal", started=running.started)
+        return failure_outcome(running.context.job, exc, kind="fatal", started=running.started)
 
     def _hand_off(self, running: Running, outcome: services.Outcome | None) -> Running | None:
         """Report a finished run; return the next run for this slot, if any.
@@ -482,49 +364,6 @@ class QueueSource:
         if self.runtime is not None:
             self.runtime.wake()
 
-    def _write(self, batch: list[Running], recorded: list) -> None:
-        """The recorder's write: one statement for the batch; if the database refuses it, one per result."""
-        configure_session(self.config.synchronous_commit)
-        try:
-            statuses = self._complete([running.outcome for running in batch])
-        except DATABASE_ERRORS as exc:
-            if is_transient_error(exc):
-                raise
-            log.warning("the database refused a batch of results; writing them one by one", extra=error_extra(exc))
-            for running in batch:
-                recorded.append((running, self._write_alone(running.outcome)))
-            return
-        recorded.extend((running, statuses.get(running.context.job_id)) for running in batch)
-
-    def _complete(self, outcomes: list[services.Outcome]) -> dict[uuid.UUID, str]:
-        return services.jobs_complete(outcomes=outcomes, worker_id=self.worker_name)
-
-    def _write_alone(self, outcome: services.Outcome) -> str | None:
-        """Write one result; if the database refuses it, record the job as failed with the reason."""
-        job_id = outcome.lease.job_id
-        try:
-            return self._complete([outcome]).get(job_id)
-        except DATABASE_ERRORS as exc:
-            if is_transient_error(exc):
-                raise
-            refusal = services.first_line(exc)
-        log.error("the database refused a job's result; the job fails", extra={"job_id": str(job_id), "error": refusal})
-        failure = services.Outcome(
-            lease=outcome.lease,
-            kind="fatal",
-            error=storable_text(f"The run's result could not be stored: {refusal}")[:MAX_ERROR_CHARS],
-            duration_ms=outcome.duration_ms,
-        )
-        try:
-            return self._complete([failure]).get(job_id)
-        except DATABASE_ERRORS as exc:
-            if is_transient_error(exc):
-                raise
-            log.error(
-                "could not record the failure either; the lease will expire", extra=error_extra(exc, job_id=job_id)
-            )
-            return None
-
     # --- leases -------------------------------------------------------------------------
 
     def _heartbeat_if_due(self) -> None:
@@ -549,95 +388,8 @@ class QueueSource:
             services.worker_heartbeat(worker_id=self.worker_id, running_jobs=len(self._running))
 
 
-def _failure(job: services.ClaimedJob, exc: BaseException, *, kind: str, started: float, **fields) -> services.Outcome:
-    """The outcome of a run that raised, with texts PostgreSQL can store."""
-    return services.Outcome(
-        lease=job.lease,
-        kind=kind,
-        # Secrets masked as the logs mask them: the job's page shows both to operators.
-        error=mask_secrets(storable_text(f"{type(exc).__name__}: {_describe(exc)}"))[:MAX_ERROR_CHARS],
-        details={
-            "exception_class": f"{type(exc).__module__}.{type(exc).__qualname__}",
-            "traceback": mask_secrets(storable_text(_traceback(exc)))[-MAX_TRACEBACK_CHARS:],
-        },
-        duration_ms=(time.perf_counter() - started) * 1000,
-        **fields,
-    )
-
-
-def _describe(exc: BaseException) -> str:
-    """str(exc), which a hostile exception may make raise."""
-    try:
-        return str(exc)
-    except BaseException:
-        return f"<{type(exc).__name__} whose message cannot be read>"
-
-
-def _traceback(exc: BaseException) -> str:
-    try:
-        return "".join(traceback.format_exception(exc))
-    except BaseException:
-        return ""
-
-
 def _as_uuid(value: str) -> uuid.UUID | None:
     try:
         return uuid.UUID(value)
     except ValueError:
         return None
-
-
-MAX_CONCURRENCY = 1000
-KINDS = ("queue", "namespace")
-
-
-@dataclass(frozen=True)
-class Workers:
-    queues: dict[str, int]
-    namespaces: dict[str, int]
-
-
-def parse_workers(entries) -> Workers:
-    """WORKERS_JSON entries, or ``--queue``/``--namespace`` flags made entries.
-
-    One parser for both, so both have the same bounds: ``{"queue": NAME, "concurrency": N}``
-    or ``{"namespace": NAME, "concurrency": N}``, a valid name (as producers must use) and a
-    concurrency from 1 to 1000 (summed when a name is given twice).
-    """
-    if not isinstance(entries, list) or not entries:
-        raise ValueError("must be a non-empty JSON list")
-    found: dict[str, dict[str, int]] = {kind: {} for kind in KINDS}
-    for entry in entries:
-        kinds = [kind for kind in KINDS if isinstance(entry, dict) and kind in entry]
-        if len(kinds) != 1 or not isinstance(entry[kinds[0]], str) or set(entry) - {kinds[0], "concurrency"}:
-            raise ValueError(f'each entry is {{"queue" or "namespace": NAME, "concurrency": N}}: {entry!r}')
-        kind, name = kinds[0], entry[kinds[0]]
-        if problem := services.text_field_problem("queue", name):
-            raise ValueError(f"{kind} name {name!r}: {problem}")
-        concurrency = entry.get("concurrency", 1)
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_CONCURRENCY:
-            raise ValueError(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}: {entry!r}")
-        found[kind][name] = found[kind].get(name, 0) + concurrency
-        if found[kind][name] > MAX_CONCURRENCY:
-            raise ValueError(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}: {name!r} sums higher")
-    return Workers(queues=found["queue"], namespaces=found["namespace"])
-
-
-def parse_workers_json(raw: str) -> Workers:
-    """``[{"queue": "load.cbr", "concurrency": 2}, {"namespace": "orders", "concurrency": 10}]``."""
-    try:
-        entries = json.loads(raw)
-    except ValueError:
-        raise ValueError("is not valid JSON") from None
-    return parse_workers(entries)
-
-
-def worker_flag_entry(kind: str, flag: str) -> dict:
-    """``NAME[:CONCURRENCY]`` of a --queue or --namespace flag as a WORKERS_JSON entry; the
-    concurrency, after the last colon, in ASCII digits."""
-    name, colon, concurrency = flag.rpartition(":")
-    if not colon:
-        return {kind: flag}
-    if not re.fullmatch(r"[0-9]{1,9}", concurrency):
-        raise ValueError(f"expects NAME or NAME:CONCURRENCY, got {flag!r}")
-    return {kind: name, "concurrency": int(concurrency)}

@@ -1,0 +1,12 @@
+"""The pipeline's periodic task: ending runs whose jobs have all finished (``jobs.runtime.registry``)."""
+
+from django.conf import settings
+
+from ingestion import pipeline
+from jobs.runtime.periodic import PeriodicTask
+from jobs.runtime.registry import periodic_tasks
+
+
+@periodic_tasks
+def ingestion_tasks(config) -> list[PeriodicTask]:
+    return [PeriodicTask("ingestion.settle", settings.INGESTION_SETTLE_PERIOD_SEC, pipeline.runs_settle)]

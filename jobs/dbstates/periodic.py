@@ -1,0 +1,38 @@
+"""The engine's periodic tasks, and the check that keeps its queue on its host (``jobs.runtime.registry``).
+
+The cache's eviction, the sweep of deleted jobs' directories and the markers' sync work on the
+state store: they are local to the engine's host, and run in the workers serving its queue there
+(with or without ``--no-reaper``). The reconciliation of prepare jobs whose queue job ended
+without them reads and writes the database only: housekeeping, run anywhere.
+"""
+
+from django.conf import settings
+
+from jobs.dbstates import cache, placement, services, statefs
+from jobs.dbstates.executor import job_dirs_sweep
+from jobs.runtime.periodic import PeriodicTask
+from jobs.runtime.registry import periodic_tasks, start_check
+
+start_check(placement.serving_check)
+
+
+@periodic_tasks
+def engine_tasks(config) -> list[PeriodicTask]:
+    engine = ("queue", settings.SQLRS_QUEUE)
+    return [
+        PeriodicTask(
+            "sqlrs.cache_evict",
+            settings.SQLRS_CACHE_EVICT_PERIOD_SEC,
+            lambda: cache.cache_evict(trigger="periodic"),
+            local_to=engine,
+        ),
+        PeriodicTask("sqlrs.jobs_reconcile", settings.SQLRS_RECONCILE_PERIOD_SEC, services.prepare_jobs_reconcile),
+        PeriodicTask("sqlrs.job_dirs_sweep", settings.SQLRS_RECONCILE_PERIOD_SEC, job_dirs_sweep, local_to=engine),
+        # States a dead worker built but did not sync: durable before the machine can restart.
+        PeriodicTask(
+            "sqlrs.states_sync",
+            settings.SQLRS_RECONCILE_PERIOD_SEC,
+            lambda: {"marked_durable": statefs.markers_make_durable()},
+            local_to=engine,
+        ),
+    ]

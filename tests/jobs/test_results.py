@@ -1,0 +1,37 @@
+"""The queue's recorder's writes (``jobs.results``): a result the database refuses fails its job alone."""
+
+from jobs import services
+from jobs.registry import JobContext, registry
+from jobs.runtime.config import WorkerConfig
+from jobs.source import QueueSource, Running
+from tests.conftest import ALL_DATABASES_COMMITTED
+from tests.jobs.conftest import enqueue, job
+
+pytestmark = ALL_DATABASES_COMMITTED
+
+
+def test_a_result_the_database_refuses_fails_that_job_alone():
+    jobs = [enqueue(task="t", max_attempts=3) for _ in range(3)]
+    claimed = services.jobs_claim(queue="default", limit=3, worker_id="w")
+    source = QueueSource(WorkerConfig.from_settings({"default": 3}), registry)
+    refused_job = claimed[1].lease.job_id
+    # Past the handler's own check (as a bug of ours might be): the statement for the batch fails.
+    results = [
+        Running(
+            context=JobContext(job, "w"),
+            started=0.0,
+            renew_every=1.0,
+            renew_at=0.0,
+            outcome=services.Outcome(lease=job.lease, kind="succeeded", result=value),
+        )
+        for job, value in zip(claimed, [1, float("nan"), 3], strict=True)
+    ]
+
+    source.recorder.submit(results)
+    source.recorder.flush()
+
+    statuses = {job_id: job(job_id).status for job_id in (item.job_id for item in jobs)}
+    assert statuses[refused_job] == "failed"
+    assert [status for job_id, status in statuses.items() if job_id != refused_job] == ["succeeded", "succeeded"]
+    assert "could not be stored" in job(refused_job).error
+    assert sorted(status for _running, status in source._recorded) == ["failed", "succeeded", "succeeded"]
