@@ -91,10 +91,11 @@ def run_retry_failed(*, run_id: uuid.UUID, by: str) -> int:
 
 def runs_settle() -> dict:
     """End every running run whose jobs have all finished: failed when some items failed (its
-    message names the first) or a job failed, else completed with active stage ``summary``."""
+    message names the first) or a job failed, else completed with active stage ``summary``. A
+    pending run whose jobs all ended without one of its steps running fails (it cannot complete)."""
     ended = _rows(
         """
-        SELECT r.id,
+        SELECT r.id, r.status,
                (SELECT count(*) FROM ingestion_items i WHERE i.run_id = r.id AND i.status = 'failed'),
                (SELECT i.stage || ': ' || coalesce(i.last_error_message, i.error_message, 'failed')
                 FROM ingestion_items i WHERE i.run_id = r.id AND i.status = 'failed' ORDER BY i.id LIMIT 1),
@@ -109,15 +110,19 @@ def runs_settle() -> dict:
         """,
         [],
     )
-    for run_id, failed_items, first_failure, failed_job in ended:
+    settled = 0
+    for run_id, status, failed_items, first_failure, failed_job in ended:
         if failed_items:
             outcome = {"status": RunStatus.FAILED, "error_message": f"{failed_items} item(s) failed ({first_failure})"}
         elif failed_job:  # the stage that could not go on
             outcome = {"status": RunStatus.FAILED, "error_message": failed_job}
+        elif status == RunStatus.PENDING:  # its jobs ended with no step of the run claimed: nothing ran
+            outcome = {"status": RunStatus.FAILED, "error_message": "the run's jobs ended before any of its steps ran"}
         else:
             outcome = {"status": RunStatus.COMPLETED}
         try:
             services.run_update(run_id=run_id, **outcome)
         except (ConflictError, NotFoundError):
             continue  # canceled, retried or deleted since the read: nothing to settle
-    return {"ended": len(ended)}
+        settled += 1
+    return {"ended": settled}

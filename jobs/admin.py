@@ -362,7 +362,7 @@ class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="running jobs", ordering="running_jobs")
     def running(self, obj):
         """Links to the jobs it runs now: those whose latest pick was by this worker."""
-        name = f"{obj.hostname}:{obj.pid}:{str(obj.worker_id)[:8]}"  # as jobs.worker.worker_name writes it
+        name = f"{obj.hostname}:{obj.pid}:{str(obj.worker_id)[:8]}"  # as jobs.runtime.build.worker_name writes it
         jobs = Job.objects.filter(status="running", events__kind="picked", events__payload__worker=name).distinct()
         links = [
             format_html(
