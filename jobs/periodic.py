@@ -1,7 +1,10 @@
-"""The job queue's periodic tasks: expired leases, silent workers, retention (``jobs.runtime.registry``)."""
+"""The job queue's periodic tasks: expired leases, silent workers, retention, the planner's
+statistics of dl_jobs (``jobs.runtime.registry``)."""
 
 import logging
 from functools import partial
+
+from django.conf import settings
 
 from jobs import metrics, services
 from jobs.runtime.periodic import PeriodicTask
@@ -30,6 +33,7 @@ def queue_tasks(config) -> list[PeriodicTask]:
                 max_identical=config.retention_max_identical,
             ),
         ),
+        PeriodicTask("jobs.statistics", settings.DL_STATISTICS_CHECK_SEC, refresh_statistics),
     ]
 
 
@@ -53,3 +57,7 @@ def forget_workers(*, silent_for_sec: float) -> dict:
 
 def prune_finished_jobs(*, older_than_sec: float, max_identical: int) -> dict:
     return {"pruned": services.jobs_prune(older_than_sec=older_than_sec, max_identical=max_identical)}
+
+
+def refresh_statistics() -> dict:
+    return {"analyzed": int(services.jobs_statistics_refresh())}

@@ -288,6 +288,8 @@ DL_PROGRESS_INTERVAL_SEC = env_number("DL_PROGRESS_INTERVAL_SEC", 1.0)  # ctx.pr
 # The worker's own claims and results; "off" risks only re-running jobs after a database crash.
 DL_WORKER_SYNCHRONOUS_COMMIT = os.environ.get("DL_WORKER_SYNCHRONOUS_COMMIT", "off")
 DL_RETENTION_PERIOD_SEC = env_number("DL_RETENTION_PERIOD_SEC", 300)
+# How often a worker checks that the planner's picture of dl_jobs is not far behind a burst of jobs.
+DL_STATISTICS_CHECK_SEC = env_number("DL_STATISTICS_CHECK_SEC", 2)
 DL_RETENTION_AGE_SEC = env_number("DL_RETENTION_AGE_SEC", 7 * 24 * 3600)
 DL_RETENTION_MAX_IDENTICAL = env_number("DL_RETENTION_MAX_IDENTICAL", 100, int)
 WORKERS_JSON = os.environ.get("WORKERS_JSON", '[{"queue": "default", "concurrency": 4}, {"queue": "sqlrs", "concurrency": 2}]')

@@ -14,6 +14,7 @@ from jobs.services.maintenance import (
     Reaped,
     jobs_prune,
     jobs_reap,
+    jobs_statistics_refresh,
     periodic_task_run,
     worker_deregister,
     worker_heartbeat,

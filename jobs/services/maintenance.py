@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from jobs.services._db import _execute, _rows
+from jobs.services._db import _execute, _json, _rows
 
 REAP_BATCH = 1000
 # Any constant: the first key of the periodic tasks' advisory locks (the second is the task's name).
@@ -169,3 +169,31 @@ def periodic_task_run(*, name: str, period_sec: float, runner: str, work: Callab
             [runner, json.dumps(result), name],
         )
     return PeriodicRun(ran=True, due_in_sec=period_sec, result=result)
+
+
+# The claim's probes (is a job of this key queued before it, does a running job hold its key) each
+# have one right index, and a planner that believes almost no job is queued (statistics taken
+# while the queue was empty) picks a smaller wrong one and filters thousands of rows per probe:
+# ten times the statement's cost, in every plan made until the next ANALYZE (behind a pooler,
+# every statement is planned anew). How many queued jobs may exist before that matters, and how
+# far the planner's estimate may be below the truth.
+STATISTICS_MIN_QUEUED = 1000
+STATISTICS_DRIFT = 10
+
+
+def jobs_statistics_refresh(*, min_queued: int = STATISTICS_MIN_QUEUED, drift: float = STATISTICS_DRIFT) -> bool:
+    """ANALYZE dl_jobs when at least ``min_queued`` jobs are queued and the planner believes in
+    fewer than one ``drift``-th of them (a burst on a queue that was empty when last analyzed).
+    Counts at most ``min_queued × drift`` queued jobs, through the queue's partial indexes."""
+    cap = int(min_queued * drift)
+    queued = _rows(
+        "SELECT count(*) FROM (SELECT 1 FROM dl_jobs WHERE status = 'queued' LIMIT %s) AS q", [cap]
+    )[0][0]
+    if queued < min_queued:
+        return False
+    plan = _rows("EXPLAIN (FORMAT JSON) SELECT 1 FROM dl_jobs WHERE status = 'queued'", [])[0][0]
+    believed = _json(plan)[0]["Plan"]["Plan Rows"]
+    if believed * drift >= queued:
+        return False
+    _execute("ANALYZE dl_jobs", [])
+    return True

@@ -18,6 +18,7 @@ HOUSEKEEPING = {
     "jobs.reap",
     "jobs.forget_workers",
     "jobs.retention",
+    "jobs.statistics",
     "processes.zombies",
     "ingestion.settle",
     "sqlrs.jobs_reconcile",
