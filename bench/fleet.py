@@ -53,7 +53,17 @@ DATABASES = {"default": "fleet_control", "pipeline": "fleet_pipeline"}
 QUEUE = "bench"
 SLOTS = 16
 MAX_CONNECTIONS = 100
-POOL_SIZE = 25  # PgBouncer's server connections per database: 2 × 25 pooled + one LISTEN per process < 100
+# PgBouncer's server connections per database: about twice the server's cores. More let statements
+# run side by side on two cores and wait on each other's locks inside PostgreSQL (measured: 25
+# connections drained 3,300 jobs/s, 3 to 6 about 4,400-4,800); clients wait in PgBouncer instead.
+POOL_SIZE = 4
+# The web server's statements get a pool of their own (a PgBouncer database name of their own for
+# the same database), so that a synchronous call does not queue behind the workers' claims.
+WEB_POOL_SIZE = 2
+WEB_POOLS = {
+    f"web_{DATABASES['default']}": (DATABASES["default"], WEB_POOL_SIZE),
+    f"web_{DATABASES['pipeline']}": (DATABASES["pipeline"], 1),
+}
 CALL_CLIENTS = 4
 PROCESSES = 50
 DRAIN_TARGET = 0.8
@@ -69,7 +79,7 @@ def postgres_bin() -> Path:
 
 
 @contextmanager
-def scratch_server(directory: Path):
+def scratch_server(directory: Path, *, statements: bool = False):
     """A PostgreSQL server of our own: max_connections = 100, loopback, trust; its log in ``directory``."""
     binaries, data, port = postgres_bin(), directory / "data", free_port()
     as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
@@ -78,7 +88,7 @@ def scratch_server(directory: Path):
     subprocess.run([*as_user, binaries / "initdb", "-D", data, "-U", "postgres", "-A", "trust"], check=True, capture_output=True)
     settings = f"max_connections = {MAX_CONNECTIONS}\nport = {port}\nlisten_addresses = '127.0.0.1'\n"
     settings += "unix_socket_directories = ''\nfsync = off\nshared_buffers = 256MB\njit = off\n"
-    if os.environ.get("FLEET_STATEMENTS"):
+    if statements:
         settings += "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n"
     (data / "postgresql.auto.conf").write_text(settings)
     log = directory / "server.log"
@@ -89,12 +99,13 @@ def scratch_server(directory: Path):
         subprocess.run([*as_user, binaries / "pg_ctl", "-D", data, "-m", "fast", "stop"], capture_output=True)
 
 
-def environment(server: dict, bouncer_port: int) -> dict:
+def environment(server: dict, bouncer_port: int, *, prefix: str = "") -> dict:
+    """A service process's environment behind the pooler; ``prefix`` picks the pools of the web server."""
     pooled = {**server, "port": bouncer_port}
     return {
         **os.environ,
-        "DATABASE_URL": database_url({**pooled, "dbname": DATABASES["default"]}),
-        "PIPELINE_DATABASE_URL": database_url({**pooled, "dbname": DATABASES["pipeline"]}),
+        "DATABASE_URL": database_url({**pooled, "dbname": prefix + DATABASES["default"]}),
+        "PIPELINE_DATABASE_URL": database_url({**pooled, "dbname": prefix + DATABASES["pipeline"]}),
         "DB_BEHIND_POOLER": "1",
         "DB_LISTEN_URL": database_url({**server, "dbname": DATABASES["default"]}),
         "PROCESSOR_MODULES": "bench.process_processors",
@@ -343,6 +354,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=30)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--pool-size", type=int, default=POOL_SIZE, help="PgBouncer's server connections per database")
+    parser.add_argument("--statements", action="store_true", help="print the statements that took longest (pg_stat_statements)")
     args = parser.parse_args()
 
     from tests.e2e.pgbouncer import started as pgbouncer_started
@@ -353,15 +366,16 @@ def main() -> None:
         (directory / "server").mkdir()
         (directory / "bouncer").mkdir()
         (directory / "logs").mkdir()
-        server, server_log = stack.enter_context(scratch_server(directory / "server"))
+        server, server_log = stack.enter_context(scratch_server(directory / "server", statements=args.statements))
         prepare_databases(server)
-        bouncer = stack.enter_context(pgbouncer_started(directory / "bouncer", server=server, pool_size=POOL_SIZE))
+        bouncer = stack.enter_context(pgbouncer_started(directory / "bouncer", server=server, pool_size=args.pool_size, pools=WEB_POOLS))
         env = environment(server, bouncer.port)
         token = manage(env, "apitoken", "create", "fleet").strip()
-        web_port = stack.enter_context(web(env, directory / "logs"))
+        web_port = stack.enter_context(web(environment(server, bouncer.port, prefix="web_"), directory / "logs"))
         print(
             f"{os.cpu_count()} CPUs; PostgreSQL {postgres_bin().parts[-2]} with max_connections = {MAX_CONNECTIONS}; "
-            f"PgBouncer (transaction mode, {POOL_SIZE} server connections per database); web: 4 uvicorn workers; "
+            f"PgBouncer (transaction mode, {args.pool_size} server connections per database for the "
+            f"workers, {WEB_POOL_SIZE} for the web server); web: 4 uvicorn workers; "
             f"{args.jobs:,} no-op jobs a round; {CALL_CLIENTS} HTTP callers of bench.echo throughout"
         )
         rows, ratios = [], []
@@ -375,7 +389,7 @@ def main() -> None:
         print_table("drain and calls, the pair and the fleet in turns", rows)
         print(f"\nfleet / pair drain: {', '.join(f'{ratio:.2f}' for ratio in ratios)} (target ≥ {DRAIN_TARGET})")
         print(f"connection refusals in the server's and the web server's logs: {refused}")
-        if os.environ.get("FLEET_STATEMENTS"):
+        if args.statements:
             with control(server) as conn:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
                 for calls, total, mean, query in conn.execute(

@@ -32,7 +32,7 @@ ALIASES = ("default", "pipeline")
 
 CONFIG = """\
 [databases]
-* = host={server_host} port={server_port}
+{named}* = host={server_host} port={server_port}
 
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -144,9 +144,11 @@ class Route:
 
 
 @contextmanager
-def started(directory: Path, *, server: dict, pool_size: int = POOL_SIZE):
+def started(directory: Path, *, server: dict, pool_size: int = POOL_SIZE, pools: dict[str, tuple[str, int]] | None = None):
     """PgBouncer in front of the PostgreSQL server ``server`` (psycopg parameters) on a free port,
-    its configuration, user list and log in ``directory``; stopped on exit."""
+    its configuration, user list and log in ``directory``; stopped on exit. ``pools`` names more
+    pools of their own: ``{name: (database, pool size)}`` (clients that connect to ``name`` share
+    ``pool size`` server connections to ``database``, apart from the others)."""
     user = server.get("user") or "postgres"
     (directory / "userlist.txt").write_text(f'"{user}" ""\n')  # trust: the name must be listed, no password
     port = free_port()
@@ -159,6 +161,10 @@ def started(directory: Path, *, server: dict, pool_size: int = POOL_SIZE):
             directory=directory,
             user=user,
             pool_size=pool_size,
+            named="".join(
+                f"{name} = host={server['host']} port={server.get('port') or 5432} dbname={database} pool_size={size}\n"
+                for name, (database, size) in (pools or {}).items()
+            ),
         )
     )
     log = directory / "pgbouncer.log"
