@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run test bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates db-stop clean
+.PHONY: install setup run test bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ bench-ingestion: install
 
 bench-dbstates: install
 	$(BIN)/python bench/dbstates.py $(BENCH_ARGS)
+
+# 30 runworkers and a 4-worker web server through PgBouncer on a max_connections=100 server of its
+# own (Debian's postgresql and pgbouncer), beside 2 runworkers.
+bench-fleet: install
+	$(BIN)/python bench/fleet.py $(BENCH_ARGS)
 
 # The job queue beside pgqueuer and procrastinate (their packages only in the bench's venv).
 bench-peers: install
