@@ -34,7 +34,7 @@ from jobs.registry import JobContext, Registry, failure_outcome, run_handler
 from jobs.results import ResultWriter
 from jobs.runtime.build import worker_name
 from jobs.runtime.config import WorkerConfig
-from jobs.runtime.database import DATABASE_ERRORS, error_extra
+from jobs.runtime.database import DATABASE_ERRORS, error_extra, use_generic_plans
 from jobs.runtime.lanes import Lane
 from jobs.runtime.loop import Runtime
 from jobs.runtime.recorder import Recorder
@@ -291,6 +291,7 @@ class QueueSource:
             self.runtime.wake()
             return None
         try:
+            use_generic_plans()  # planning the statement would be most of its cost
             status, claimed = services.job_complete_and_claim(
                 outcome=outcome,
                 queue=job.queue,

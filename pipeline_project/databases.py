@@ -1,10 +1,16 @@
 """Plain psycopg access to the project's databases, beside Django's connections."""
 
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # SQLSTATE classes of errors that pass: connection (08), transaction rollback (40: deadlock,
 # serialization), insufficient resources (53), operator intervention (57: shutdown, cancel),
@@ -77,20 +83,55 @@ def is_transient_error(exc: BaseException) -> bool:
     return sqlstate[:2] in TRANSIENT_SQLSTATE_CLASSES
 
 
-def close_broken_connections() -> None:
-    """Close this thread's Django connections that a caller left unusable: an open transaction,
-    autocommit turned off, or an error since the last commit on a connection that no longer
-    answers. Unlike ``close_old_connections`` it does not make the next use of a healthy
-    connection pay a health-check round trip (a worker calls it after every job)."""
+def release_connections(*, abandon_transactions: bool = True) -> None:
+    """Give this thread's connections back to the pool (a lane does after every run). The pool
+    rolls back a transaction left open and discards a connection that died. Without
+    ``abandon_transactions``, a connection inside an atomic block (its caller's) is kept."""
     from django.db import connections
 
     for conn in connections.all(initialized_only=True):
-        if conn.connection is None:
-            continue
-        if conn.in_atomic_block or conn.get_autocommit() != conn.settings_dict["AUTOCOMMIT"]:
+        if conn.connection is not None and (abandon_transactions or not conn.in_atomic_block):
             conn.close()
-        elif conn.errors_occurred:
-            if conn.is_usable():
-                conn.errors_occurred = False
-            else:
-                conn.close()
+
+
+def returning_connections(func: Callable[P, R]) -> Callable[P, R]:
+    """``func``, giving the calling thread's connections back to the pool when it returns: for
+    the synchronous part of an async view that then waits on the event loop, so that the wait
+    holds no connection."""
+
+    @functools.wraps(func)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        finally:
+            release_connections(abandon_transactions=False)
+
+    return call
+
+
+def session_set(conn: psycopg.Connection, parameters: dict[str, str], *, restore: bool) -> None:
+    """Set session parameters on a pooled connection the calling thread holds, in one statement
+    (none if they are already set). With ``restore`` they are reset before the pool lends the
+    connection to anyone else (``check_pooled_connection``); without, they stay for its next
+    borrowers: only for settings that change no result (how statements are planned)."""
+    session = conn.__dict__.setdefault("_session_set", {})
+    wanted = {name: value for name, value in parameters.items() if session.get(name) != value}
+    if not wanted:
+        return
+    calls = sql.SQL(", ").join(sql.SQL("set_config({}, {}, false)").format(name, value) for name, value in wanted.items())
+    conn.execute(sql.SQL("SELECT {}").format(calls))
+    session.update(wanted)
+    if restore:
+        conn.__dict__.setdefault("_session_restore", set()).update(wanted)
+
+
+def check_pooled_connection(conn: psycopg.Connection) -> None:
+    """The pool's check before it lends a connection. No round trip (a worker's lane borrows one
+    per run): a connection known to be dead is refused, and the pool opens another; one that died
+    unnoticed fails its first statement and is discarded when given back. Session settings the
+    last borrower changed for itself (``session_set``) are reset first."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the pooled connection is closed")
+    for name in conn.__dict__.pop("_session_restore", ()):
+        conn.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
+        conn.__dict__["_session_set"].pop(name, None)

@@ -11,8 +11,6 @@ import os
 bind = os.environ.get("WEB_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_WORKERS", "2"))
 worker_class = "uvicorn_worker.UvicornWorker"
-# Under ASGI a request's thread ends with the request: connections come from a pool.
-raw_env = ["DB_CONNECTION_POOL=1"]
 timeout = 120
 graceful_timeout = int(os.environ.get("WEB_GRACEFUL_TIMEOUT", "10"))  # then open streams are cut
 keepalive = 5

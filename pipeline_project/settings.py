@@ -13,6 +13,8 @@ from urllib.parse import urlsplit, urlunsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from pipeline_project.databases import check_pooled_connection
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
@@ -156,22 +158,28 @@ else:
 
     DATABASES = embedded_postgres.database_settings()
 
-# The web server (ASGI) runs each request in a thread that ends with it, so its connections
-# come from a pool (gunicorn_conf.py sets DB_CONNECTION_POOL); runworker keeps a connection per
-# thread for its life, with session settings of its own, so it must not share a pool.
-DB_CONNECTION_POOL = env_bool("DB_CONNECTION_POOL")
+# Every process takes its connections to each database from one pool of its own
+# (``pipeline_project.postgresql``): at most DB_POOL_SIZE, whatever its threads or slots. A thread
+# borrows one for the time it uses it (a request, a run in a lane); the runtime's control loop and
+# recorder keep theirs. Connections that LISTEN are apart (``DB_LISTEN_URL``).
+DB_POOL_SIZE = env_number("DB_POOL_SIZE", 8, int)
+DB_POOL_TIMEOUT_SEC = env_number("DB_POOL_TIMEOUT_SEC", 30)  # a thread waits this long for a free one
 DB_POOL_MAX_IDLE_SEC = env_number("DB_POOL_MAX_IDLE_SEC", 60)  # a pool closes a connection idle this long
+if DB_POOL_SIZE < 1:
+    raise ImproperlyConfigured("DB_POOL_SIZE must be at least 1")
 for _database in DATABASES.values():
-    _database["CONN_MAX_AGE"] = 0 if DB_CONNECTION_POOL else env_number("DB_CONN_MAX_AGE", 60, int)
+    if _database["ENGINE"] == "django.db.backends.postgresql":
+        _database["ENGINE"] = "pipeline_project.postgresql"
+    _database["CONN_MAX_AGE"] = 0  # closing a connection gives it back to the pool
     _database["CONN_HEALTH_CHECKS"] = True
     _options = _database.setdefault("OPTIONS", {})
-    if DB_CONNECTION_POOL:
-        _options["pool"] = {
-            "min_size": 1,
-            "max_size": env_number("DB_POOL_MAX_SIZE", 20, int),
-            "max_idle": DB_POOL_MAX_IDLE_SEC,
-            "timeout": 30,
-        }
+    _options["pool"] = {
+        "min_size": 0,
+        "max_size": DB_POOL_SIZE,
+        "max_idle": DB_POOL_MAX_IDLE_SEC,
+        "timeout": DB_POOL_TIMEOUT_SEC,
+        "check": check_pooled_connection,
+    }
     _options["application_name"] = os.environ.get("DB_APPLICATION_NAME", "pipeline-control")
     if DB_BEHIND_POOLER:
         # A transaction-pooling PgBouncer keeps neither server-side cursors nor (before 1.21, and

@@ -27,6 +27,7 @@ from pipeline_project.core.notifications import (
     waiting_resources,
 )
 from pipeline_project.core.snapshot import snapshot
+from pipeline_project.databases import release_connections, returning_connections
 
 ENDED = ("finished", "error", "cancelled")
 RECHECK_SEC = 5.0  # a waiter re-reads its task this often without a notification
@@ -99,11 +100,16 @@ def task_waiter():
 
 def wait_for_task(task_id: int, *, timeout: float, since: Listening | None = None) -> TaskOutcome | None:
     """Wait (on a NOTIFY, holding no connection) until a task has ended; None if its process
-    was removed. Without ``since`` (see ``task_waiter``) the task is read before waiting."""
+    was removed. Without ``since`` (see ``task_waiter``) the task is read before waiting.
+    The thread's pooled connections go back to the pool while it waits (unless it is inside
+    a transaction): the worker that runs the task may need one."""
 
+    @returning_connections
     def read(received: dict[str, str]) -> Read:
         outcome = _notified_outcome(received, task_id)
         return _outcome_read(task_outcome(task_id) if outcome is False else outcome)
+
+    release_connections(abandon_transactions=False)
 
     deadline = time.monotonic() + timeout
     with blocking_hub.subscribe(TASK_DONE_CHANNEL, [str(task_id)], since=since) as subscription:

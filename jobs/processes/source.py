@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from jobs.processes import metrics, registry, selectors, services
 from jobs.processes.models import WORK_CHANNEL
-from jobs.runtime.database import DATABASE_ERRORS, configure_session, error_extra
+from jobs.runtime.database import DATABASE_ERRORS, error_extra, use_generic_plans
 from jobs.runtime.lanes import Lane
 from jobs.runtime.loop import Runtime
 from jobs.runtime.registry import WorkerSetup, work_source
@@ -162,7 +162,7 @@ class NamespaceSource:
     def _execute(self, run: TaskRun) -> None:
         # Generic plans for the completion statement (planning it is most of its cost); commits
         # stay synchronous: a completion lost in a crash would leave a zombie, not a re-run.
-        configure_session("on")
+        use_generic_plans()
         task, definition = run.task, run.namespace
         if task.task_type == "remove":
             started = time.perf_counter()

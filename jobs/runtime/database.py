@@ -1,40 +1,41 @@
 """The runtime's connection settings and database-error helpers, shared by every work source."""
 
-import threading
-
 import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection
 
 from jobs.services import first_line
+from pipeline_project.databases import session_set
 
 DATABASE_ERRORS = (DatabaseError, psycopg.Error)
 
-_session = threading.local()
-
 
 def configure_session(synchronous_commit: str) -> None:
-    """Session settings for the runtime's own connections (handlers' connections keep the defaults).
+    """Session settings for the runtime's own statements on this thread's (pooled) connection:
+    generic plans (:func:`use_generic_plans`) and ``synchronous_commit``, which is put back
+    before the pool lends the connection to another thread."""
+    if settings.DB_BEHIND_POOLER:
+        return
+    use_generic_plans()
+    session_set(connection.connection, {"synchronous_commit": synchronous_commit}, restore=synchronous_commit != "on")
 
-    ``plan_cache_mode``: with an unknown LIMIT the generic plan of a claim looks costly, so
-    PostgreSQL would plan every execution anew (half the claim's time); the generic plan is
-    in fact the same index walk. ``jit``: that same cost estimate grows with the table and,
-    on servers built with JIT, would make PostgreSQL compile the claim on every execution.
+
+def use_generic_plans() -> None:
+    """Plan the runtime's statements once per connection, not at every execution.
+
+    ``plan_cache_mode``: with an unknown LIMIT the generic plan of a claim or a completion
+    looks costly, so PostgreSQL would plan every execution anew (most of the statement's
+    time); the generic plan is in fact the same index walk. ``jit``: that same cost estimate
+    grows with the table and, on servers built with JIT, would make PostgreSQL compile the
+    statement on every execution. Both only choose plans, so they stay on the connection for
+    its next borrowers (a handler's prepared statements get generic plans too).
     Behind a transaction pooler a session setting would leak to other clients, so there the
     database role should carry these settings instead (see the README).
     """
     if settings.DB_BEHIND_POOLER:
         return
     connection.ensure_connection()
-    raw = connection.connection
-    if getattr(_session, "configured", None) is not raw:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('synchronous_commit', %s, false), "
-                "set_config('plan_cache_mode', 'force_generic_plan', false), set_config('jit', 'off', false)",
-                [synchronous_commit],
-            )
-        _session.configured = raw
+    session_set(connection.connection, {"plan_cache_mode": "force_generic_plan", "jit": "off"}, restore=False)
 
 
 def error_extra(exc: BaseException, **extra) -> dict:

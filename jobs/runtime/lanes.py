@@ -9,7 +9,7 @@ from typing import Generic, TypeVar
 
 from django.db import connection
 
-from pipeline_project.databases import close_broken_connections
+from pipeline_project.databases import release_connections
 
 log = logging.getLogger("jobs.runtime")
 
@@ -19,6 +19,10 @@ Outcome = TypeVar("Outcome")
 
 class Lane(Generic[Run, Outcome]):
     """``concurrency`` threads running one kind of work, and the slots they run it in.
+
+    A thread holds a database connection only while a run (or its report) uses one: it gives
+    it back to the process's pool after each, so a lane's connections are bounded by the
+    pool (``DB_POOL_SIZE``), not by its slots.
 
     The control thread owns the slot accounting (:meth:`submit` takes a slot, :meth:`release`
     frees one). A handler thread runs each run with ``execute(run) -> outcome``; whatever that
@@ -78,9 +82,13 @@ class Lane(Generic[Run, Outcome]):
                 except BaseException as exc:
                     log.exception("a run ended without an outcome; failing it", extra={"lane": self.name})
                     outcome = self._crashed(run, exc)
-                try:
-                    close_broken_connections()  # a handler may leave a broken connection behind
-                except BaseException:
-                    log.exception("could not close a handler's connections", extra={"lane": self.name})
+                self._release_connections()  # a slot holds a pooled connection only while it uses it
                 run = self._report(run, outcome)
+                self._release_connections()
         connection.close()
+
+    def _release_connections(self) -> None:
+        try:
+            release_connections()
+        except BaseException:
+            log.exception("could not give a handler's connections back", extra={"lane": self.name})

@@ -13,9 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db import connection
-
 from jobs import services
+from pipeline_project.databases import release_connections
 
 log = logging.getLogger("jobs.runtime.periodic")
 
@@ -50,7 +49,6 @@ class PeriodicRunner:
     def run_until(self, stop: threading.Event) -> None:
         while not stop.is_set():
             stop.wait(self.run_due())
-        connection.close()
 
     def _run(self, task: PeriodicTask) -> float:
         """Run one task if no other process does; return the seconds until it is due again."""
@@ -60,8 +58,9 @@ class PeriodicRunner:
             )
         except Exception as exc:  # a database outage or a bug: the next try may succeed; the thread must live
             log.warning("periodic task failed", extra={"task": task.name, "error": services.first_line(exc)})
-            connection.close()
             return min(task.period_sec, RETRY_AFTER_ERROR_SEC)
+        finally:
+            release_connections()  # back to the pool until a task is due again
         if run.ran and any(run.result.values()):
             log.info("periodic task did work", extra={"task": task.name, **run.result})
         return run.due_in_sec

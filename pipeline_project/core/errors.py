@@ -12,11 +12,14 @@ from http import HTTPStatus
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import DatabaseError
 from django.http import Http404, JsonResponse
 from django.utils.module_loading import import_string
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from pipeline_project.databases import is_transient_error
 
 
 class ApplicationError(Exception):
@@ -58,6 +61,10 @@ def _validation_details(data) -> dict:
 def api_exception_handler(exc, context):
     if isinstance(exc, ApplicationError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+    if isinstance(exc, DatabaseError) and is_transient_error(exc):  # down, restarting, or no free pooled connection
+        response = Response(error_body("database_unavailable", "The database is unavailable; try again."), status=503)
+        response["Retry-After"] = "1"
+        return response
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -1,6 +1,8 @@
-from django.db.backends.postgresql import base, client
+"""The project's PostgreSQL backend, pointed at the embedded server, which starts on first use."""
+from django.db.backends.postgresql import client
 
 from pipeline_project import embedded_postgres
+from pipeline_project.postgresql import base
 
 
 class DatabaseClient(client.DatabaseClient):

@@ -1,12 +1,16 @@
-"""Telling a database error that passes from one that refuses the statement, on real errors."""
+"""Telling a database error that passes from one that refuses the statement, on real errors; the
+process's bounded connection pool."""
 
 import psycopg
 import pytest
+from django.conf import settings
 from django.db import DatabaseError, connection
+from prometheus_client import REGISTRY
+from psycopg_pool import ConnectionPool
 
-from pipeline_project.databases import is_transient_error
+from pipeline_project.databases import check_pooled_connection, connection_params, is_transient_error, session_set
 from tests.conftest import ALL_DATABASES
-from tests.db_helpers import raw_connection
+from tests.db_helpers import raw_connection, run_in_threads
 
 pytestmark = ALL_DATABASES
 
@@ -45,3 +49,53 @@ def test_a_terminated_session_is_transient():
         with pytest.raises(psycopg.Error) as terminated:
             victim.execute("SELECT 1")
     assert is_transient_error(terminated.value)
+
+
+def test_threads_share_one_bounded_pool_and_their_waits_are_measured():
+    """More threads than DB_POOL_SIZE, each holding a connection for a while: they get no more
+    backends than the pool's size, and those that waited are in the wait histogram."""
+    waited_before = waited_sec()
+
+    def hold(_index):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid() FROM pg_sleep(0.1)")
+            return cursor.fetchone()[0]
+
+    backends = run_in_threads(settings.DB_POOL_SIZE * 2, hold)
+
+    assert len(set(backends)) <= settings.DB_POOL_SIZE - 1  # the test's own connection holds one
+    assert waited_sec() - waited_before > 0.1
+
+
+def waited_sec() -> float:
+    return REGISTRY.get_sample_value("db_pool_wait_seconds_sum", {"database": "default"}) or 0.0
+
+
+def test_session_settings_a_borrower_made_for_itself_are_reset_before_the_next():
+    with ConnectionPool(
+        kwargs={**connection_params(), "autocommit": True}, min_size=1, max_size=1, check=check_pooled_connection
+    ) as pool:
+        with pool.connection() as conn:
+            session_set(conn, {"synchronous_commit": "off"}, restore=True)
+            session_set(conn, {"plan_cache_mode": "force_generic_plan"}, restore=False)
+            first = conn.info.backend_pid
+        with pool.connection() as conn:
+            assert conn.info.backend_pid == first  # the same session, lent again
+            assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+            assert conn.execute("SHOW plan_cache_mode").fetchone()[0] == "force_generic_plan"
+            session_set(conn, {"synchronous_commit": "off"}, restore=True)  # set again: it was reset
+            assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+
+
+def test_the_pool_lends_no_connection_known_to_be_dead():
+    with ConnectionPool(
+        kwargs={**connection_params(), "autocommit": True}, min_size=1, max_size=1, check=check_pooled_connection
+    ) as pool:
+        with pool.connection() as conn:
+            first = conn.info.backend_pid
+            with raw_connection(autocommit=True) as killer:
+                killer.execute("SELECT pg_terminate_backend(%s)", [first])
+            with pytest.raises(psycopg.OperationalError):
+                conn.execute("SELECT 1")
+        with pool.connection() as conn:
+            assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] != first

@@ -3,9 +3,12 @@ Django's error views (400, 403, 404, 500, the CSRF failure), a plain view's 405,
 library's HTML error, DEBUG's technical pages. Other paths keep Django's pages."""
 
 import pytest
+from django.db import DatabaseError, IntegrityError, connection
 from django.test import Client
+from psycopg_pool import ConnectionPool
 
-from pipeline_project.core.errors import error_body, error_shape, json_error, status_error
+from pipeline_project.core.errors import api_exception_handler, error_body, error_shape, json_error, status_error
+from pipeline_project.databases import connection_params
 from tests.conftest import ALL_DATABASES
 from tests.core.helpers import assert_error_shape, missing_security_headers
 
@@ -127,3 +130,16 @@ def test_json_error_and_status_error_bodies():
     assert b'"code": "request_too_large"' in status_error("/api/x", 413).content
     assert b'"code": "unsupported_media_type"' in status_error("/api/x", 415).content
     assert status_error("/api/x", 599).status_code == 599
+
+
+def test_a_database_that_cannot_answer_is_a_503_to_retry_not_a_crash():
+    """No free connection in the pool (or the server down): the API says so, in its shape."""
+    with ConnectionPool(kwargs=connection_params(), min_size=1, max_size=1, timeout=0.05) as pool:
+        with pool.connection(), pytest.raises(DatabaseError) as refused, connection.wrap_database_errors:
+            pool.getconn()
+
+    response = api_exception_handler(refused.value, {})
+
+    assert response.status_code == 503 and response["Retry-After"] == "1"
+    assert response.data["code"] == "database_unavailable"
+    assert api_exception_handler(IntegrityError("duplicate key"), {}) is None  # a refusal stays a bug (500)

@@ -75,7 +75,7 @@ def test_two_hundred_followers_hold_no_threads_and_the_server_keeps_answering(tm
     trigger = {"queue": "web-test", "task": "t", "lock_key": "k"}
     dbname = connection_params()["dbname"]
 
-    server_env = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "DB_POOL_MAX_SIZE": "10", "DB_POOL_MAX_IDLE_SEC": "1"}
+    server_env = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "DB_POOL_SIZE": "10", "DB_POOL_MAX_IDLE_SEC": "1"}
     with web_server(workers=1, env=server_env) as (port, server):
         [worker] = worker_pids(server)
 

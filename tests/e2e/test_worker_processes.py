@@ -12,7 +12,7 @@ from jobs import services
 from jobs.models import Job, JobEvent, Worker
 from pipeline_project import embedded_postgres
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.db_helpers import subprocess_database_env
+from tests.db_helpers import raw_connection, subprocess_database_env
 from tests.e2e.conftest import manage, runworker, status_counts, stop
 from tests.helpers import free_port, wait_for
 
@@ -120,8 +120,9 @@ def test_two_processes_run_shared_lock_keys_one_at_a_time_at_nearly_full_speed()
     per_key = {key: sum(s for i, s in enumerate(seconds) if f"key-{i % 10}" == key) for key in runs}
     ideal = max(max(per_key.values()), sum(seconds) / 8)
     # The benchmark (more jobs, so start and end weigh less) holds the target, 1.5×, on a quiet
-    # machine; this smaller run on a busy CI machine gets more room.
-    assert ended - started <= 2.0 * ideal, f"{ended - started:.2f} s for an ideal of {ideal:.2f} s"
+    # machine; this smaller run on a CI machine gets more room: on one half as fast (a key's
+    # complete-and-claim statement taking 4-10 ms) the 800 jobs took 2.1-2.5 s.
+    assert ended - started <= 3.0 * ideal, f"{ended - started:.2f} s for an ideal of {ideal:.2f} s"
 
 
 def test_sigterm_lets_the_running_job_finish_and_exits_0():
@@ -240,3 +241,42 @@ def test_web_metrics_sum_the_worker_counters_in_multiprocess_mode(api, tmp_path,
 
     assert 'dl_jobs_claimed_total{queue="default"} 4.0' in text
     assert 'dl_queue_depth{queue="default",status="succeeded"} 4.0' in text
+
+
+def test_64_slots_querying_the_database_hold_at_most_the_pool_and_the_listener():
+    """Every slot's handler holds a connection while it runs; the worker's connections stay
+    within DB_POOL_SIZE plus its LISTEN connection, counted from pg_stat_activity, and the
+    handlers that waited for one show in the pool's wait metric."""
+    pool_size, application = 6, "pool-bound-test"
+    enqueue_many(256, task="test.query", args={"seconds": 0.1})
+    port = free_port()
+    env = {**subprocess_database_env(), "DB_POOL_SIZE": str(pool_size), "DB_APPLICATION_NAME": application}
+    held = []
+
+    with (
+        raw_connection(autocommit=True) as observer,
+        runworker("--queue", "default:64", "--metrics-port", str(port), env=env),
+    ):
+
+        def sample():
+            (count,) = observer.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND datname = current_database()",
+                [application],
+            ).fetchone()
+            held.append(count)
+            return all_succeeded(256)
+
+        wait_for(sample, timeout=90, interval=0.02, what="every job")
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+
+    assert max(held) <= pool_size + 1, held
+    assert max(held) == pool_size + 1  # all slots were busy: the pool was used up, not merely big enough
+    waits = {
+        line.split('le="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith('db_pool_wait_seconds_bucket{database="default"')
+    }
+    assert waits["+Inf"] >= 256  # each run borrowed a connection and gave it back
+    assert waits["+Inf"] - waits["0.01"] > 0  # some waited for one
+    backends = {event.payload["result"]["backend"] for event in JobEvent.objects.filter(kind="done")}
+    assert len(backends) <= pool_size

@@ -4,6 +4,8 @@ import sys
 import threading
 import time
 
+from django.db import connection
+
 from jobs.registry import task
 
 
@@ -106,3 +108,11 @@ def chatty(ctx):
     for step in range(ctx.args.get("steps", 2000)):
         ctx.progress({"step": step + 1})
     return "done"
+
+
+@task("test.query")
+def query(ctx):
+    """Holds a database connection for ``seconds`` (a statement that sleeps in the server)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid() FROM pg_sleep(%s)", [ctx.args.get("seconds", 0.1)])
+        return {"backend": cursor.fetchone()[0]}

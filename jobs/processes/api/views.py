@@ -16,6 +16,7 @@ from jobs.processes.api import serializers as s
 from jobs.processes.models import Process
 from pipeline_project.core.schema import error_responses
 from pipeline_project.core.validation import validated
+from pipeline_project.databases import returning_connections
 
 
 class ProcessView(APIView):
@@ -42,7 +43,7 @@ class ProcessTaskView(ProcessView):
             history_range=body["range"],
         )
         async with selectors.task_waiter_async() as wait:
-            task = await sync_to_async(self.prepare)(namespace, process_id, task_request)
+            task = await sync_to_async(returning_connections(self.prepare))(namespace, process_id, task_request)
             ended = await wait(task)
         return Response(s.ResponseSerializer({"response": services.task_result(ended)}).data)
 
@@ -107,7 +108,7 @@ class ProcessGetView(ProcessView):
     )
     async def get(self, request, namespace, process_id):
         history_range = validated(s.RangeQuerySerializer, request.query_params)
-        init = await sync_to_async(selectors.init_in_progress)(namespace=namespace, process_id=process_id)
+        init = await sync_to_async(returning_connections(selectors.init_in_progress))(namespace=namespace, process_id=process_id)
         if init is not None:  # wait for init to end, on the event loop
             await selectors.wait_for_task_async(init.task_id, timeout=init.timeout)
         found = await sync_to_async(selectors.process_get)(
