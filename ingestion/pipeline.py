@@ -16,7 +16,7 @@ from django.db import transaction
 from ingestion import services
 from ingestion.models import ENDED_RUN_STATUSES, IngestionItem, IngestionRun, RunStatus, Source
 from jobs.services import JobSpec, Selection, jobs_cancel, jobs_retry
-from jobs.services._db import _rows
+from pipeline_project.core import sql
 from pipeline_project.core.errors import ConflictError, NotFoundError
 
 
@@ -93,7 +93,7 @@ def runs_settle() -> dict:
     """End every running run whose jobs have all finished: failed when some items failed (its
     message names the first) or a job failed, else completed with active stage ``summary``. A
     pending run whose jobs all ended without one of its steps running fails (it cannot complete)."""
-    ended = _rows(
+    ended = sql.rows(
         """
         SELECT r.id, r.status,
                (SELECT count(*) FROM ingestion_items i WHERE i.run_id = r.id AND i.status = 'failed'),

@@ -34,7 +34,7 @@ from protego import Protego
 
 from ingestion.models import RobotsTxt
 from ingestion.stopping import NEVER, Stopped
-from jobs.services._db import _execute, _rows
+from pipeline_project.core import sql
 
 POLL_SEC = 0.1  # how soon a waiting request sees a freed slot
 
@@ -54,7 +54,7 @@ class Turn:
 
     def renew_if_due(self) -> None:
         if time.monotonic() >= self.renew_at:
-            _execute(
+            sql.execute(
                 "UPDATE ingestion_host_slots SET expires_at = clock_timestamp() + %s * interval '1 second' "
                 "WHERE host = %s AND slot = %s AND holder = %s",
                 [settings.INGESTION_HOST_SLOT_TTL_SEC, self.host, self.slot, self.holder],
@@ -75,7 +75,7 @@ def host_turn(
             _start_when_due(source_id, delay_sec, stop)
         yield Turn(host, slot, holder)
     finally:
-        _execute(
+        sql.execute(
             "UPDATE ingestion_host_slots SET holder = NULL, expires_at = NULL "
             "WHERE host = %s AND slot = %s AND holder = %s",
             [host, slot, holder],
@@ -98,10 +98,10 @@ def _take_slot(host: str, limit: int, holder: str, stop: threading.Event) -> int
     deadline = time.monotonic() + settings.INGESTION_HOST_WAIT_SEC
     created = False
     while True:
-        if taken := _rows(_TAKE, params):
+        if taken := sql.rows(_TAKE, params):
             return taken[0][0]
         if not created:  # a host's slots are made the first time it is asked for them
-            _execute(
+            sql.execute(
                 "INSERT INTO ingestion_host_slots (host, slot) SELECT %(host)s, generate_series(0, %(limit)s - 1) "
                 "ON CONFLICT (host, slot) DO NOTHING",
                 params,
@@ -133,7 +133,7 @@ def _start_when_due(source_id: int, delay_sec: float, stop: threading.Event) -> 
     next one ``delay_sec`` later, so two requests never start closer (by the database's clock;
     the request is sent right after the claim, so nothing but that statement's way back lies between)."""
     while True:
-        claimed, wait = _rows(_CLAIM_START, {"source": source_id, "delay": delay_sec})[0]
+        claimed, wait = sql.rows(_CLAIM_START, {"source": source_id, "delay": delay_sec})[0]
         if claimed:
             return
         if stop.wait(max(float(wait or 0), 0.0)):

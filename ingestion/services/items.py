@@ -16,7 +16,7 @@ from django.db import transaction
 from ingestion import keys
 from ingestion.models import ItemStage, ItemStatus, ItemType, RunStatus
 from ingestion.services.runs import RunCanceled
-from jobs.services._db import _rows
+from pipeline_project.core import sql
 from pipeline_project.core.errors import InvalidInputError, NotFoundError
 from pipeline_project.core.storable import json_problem, text_problem
 
@@ -121,7 +121,7 @@ def items_upsert(*, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = sorted(merged.values(), key=lambda item: (item["run_id"], item["item_key"]))
     with transaction.atomic():
         _lock_runs(checked)
-        result = _rows(_UPSERT, [json.dumps(rows)])
+        result = sql.rows(_UPSERT, [json.dumps(rows)])
     return [{"id": item_id, "item_key": key, "created": created} for item_id, key, created in result]
 
 
@@ -206,7 +206,7 @@ def _lock_runs(items: list[dict]) -> None:
     """Lock the items' runs (in id order) and check each exists, belongs to the item's source and
     was not canceled. Held to the commit: a cancel waits for this write, or came first and is seen."""
     wanted = sorted({item["run_id"] for item in items})
-    found = _rows(
+    found = sql.rows(
         "SELECT id, source_id, status FROM ingestion_runs WHERE id = ANY(%s::uuid[]) ORDER BY id FOR NO KEY UPDATE",
         [wanted],
     )

@@ -13,7 +13,7 @@ from django.db.models.functions import Now
 
 from ingestion.models import ENDED_RUN_STATUSES, IngestionItem, IngestionRun, ItemStatus, RunStage, RunStatus, Source
 from jobs.services import Enqueued, JobSpec, job_enqueue_many
-from jobs.services._db import _rows
+from pipeline_project.core import sql
 from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
 from pipeline_project.core.storable import json_problem
 
@@ -130,7 +130,7 @@ def run_job_claimed(*, run_id: uuid.UUID, task: str) -> None:
     canceled run raises RunCanceled; an ended one is left as it is."""
     stage = STAGE_OF_TASK[task]
     order = list(STAGE_OF_TASK.values())
-    status = _rows(
+    status = sql.rows(
         """
         WITH run AS (SELECT id, status FROM ingestion_runs WHERE id = %(run)s),
         moved AS (

@@ -17,7 +17,7 @@ from jobs.processes.models import PROCESS_STATUSES, TASK_DONE_CHANNEL, Process, 
 from jobs.processes.ranges import history_range_clean
 from jobs.processes.registry import ProcessView, require
 from jobs.processes.registry import names as names_registered
-from jobs.services._db import _json, _rows
+from pipeline_project.core import sql
 from pipeline_project.core.errors import ApplicationError, NotFoundError
 from pipeline_project.core.follow import NOTHING_YET, Read, follow, follow_blocking
 from pipeline_project.core.notifications import (
@@ -66,7 +66,7 @@ def task_outcome(task_id: int) -> TaskOutcome | None:
     with connection.cursor() as cursor:
         cursor.execute(_OUTCOME, [task_id])
         row = cursor.fetchone()
-    return None if row is None else TaskOutcome(row[0], _json(row[1]), row[2])
+    return None if row is None else TaskOutcome(row[0], sql.json_value(row[1]), row[2])
 
 
 def _notified_outcome(received: dict[str, str], task_id: int) -> TaskOutcome | None | bool:
@@ -196,11 +196,11 @@ def view_from(columns: tuple) -> ProcessView:
         namespace=namespace,
         status=status,
         detail=detail,
-        aux_state=_json(aux_state),
-        metadata=_json(metadata),
-        history=_json(events),
+        aux_state=sql.json_value(aux_state),
+        metadata=sql.json_value(metadata),
+        history=sql.json_value(events),
         last_event_id=last_event_id,
-        range=_json(history_range),
+        range=sql.json_value(history_range),
     )
 
 
@@ -214,7 +214,7 @@ def init_in_progress(*, namespace: str, process_id: str) -> PreparedTask | None:
     """The init task to wait for while the process is in ``init`` (404 if there is no such process)."""
     definition = require(namespace)
     check_process_id(process_id)
-    [row] = _rows(_INIT_IN_PROGRESS, [namespace, process_id]) or [None]
+    [row] = sql.rows(_INIT_IN_PROGRESS, [namespace, process_id]) or [None]
     if row is None:
         raise _process_not_found()
     status, init_task_id = row
@@ -238,7 +238,7 @@ def process_get(
     history_range = history_range_clean(history_range) or {}
     if wait_for_init and (init := init_in_progress(namespace=namespace, process_id=process_id)):
         wait_for_task(init.task_id, timeout=init.timeout)
-    rows = _rows(_PROCESS_GET, {"range": json.dumps(history_range), "namespace": namespace, "process_id": process_id})
+    rows = sql.rows(_PROCESS_GET, {"range": json.dumps(history_range), "namespace": namespace, "process_id": process_id})
     if not rows:
         raise _process_not_found()
     previous_status, status_changed_at, corrupted_by, *columns = rows[0]
@@ -268,7 +268,7 @@ def process_trace(*, namespace: str, process_id: str) -> list[dict[str, Any]]:
     if process_pk is None:
         raise _process_not_found()
     events = dict(
-        _rows(
+        sql.rows(
             f"SELECT e.task_id, json_agg({_EVENT_JSON} ORDER BY e.event_id) FROM dl_proc_events e"
             " WHERE e.process_pk = %s GROUP BY e.task_id",
             [process_pk],
@@ -288,7 +288,7 @@ def process_trace(*, namespace: str, process_id: str) -> list[dict[str, Any]]:
             "response": task.response,
             "retry_interval": task.last_retry_interval,
             "retry_attempts": task.attempts_count,
-            "events": _json(events.get(task.task_id, "[]")),
+            "events": sql.json_value(events.get(task.task_id, "[]")),
         }
         for task in Task.objects.filter(process_id=process_pk).order_by("task_id")
     ]

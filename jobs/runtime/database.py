@@ -4,7 +4,7 @@ import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from jobs.services import first_line
+from pipeline_project.core.storable import first_line
 from pipeline_project.databases import session_set
 
 DATABASE_ERRORS = (DatabaseError, psycopg.Error)

@@ -6,7 +6,6 @@ rows to ``dl_job_events``, so the journal and the job never disagree. Callers im
 names from here: ``from jobs import services; services.job_enqueue(...)``.
 """
 
-from jobs.services._db import first_line
 from jobs.services.maintenance import (
     PERIODIC_LOCK_SPACE,
     REAP_BATCH,
@@ -59,6 +58,7 @@ from jobs.services.protocol import (
     jobs_release,
     jobs_set_aside_unclaimable,
 )
+from pipeline_project.core.storable import first_line
 
 __all__ = [
     "INTEGER_LIMITS",

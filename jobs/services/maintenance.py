@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from jobs.services._db import _execute, _json, _rows
+from pipeline_project.core import sql
 
 REAP_BATCH = 1000
 # Any constant: the first key of the periodic tasks' advisory locks (the second is the task's name).
@@ -26,7 +26,7 @@ def jobs_reap(*, batch: int = REAP_BATCH) -> Reaped:
     Concurrent reapers are safe (``SKIP LOCKED``); the periodic task that calls this makes
     sure only one process does at a time anyway.
     """
-    rows = _rows(
+    rows = sql.rows(
         """
         WITH expired AS MATERIALIZED (
             SELECT job_id FROM dl_jobs
@@ -62,7 +62,7 @@ def jobs_prune(*, older_than_sec: float, max_identical: int, batch: int = 10_000
     """Retention: delete finished jobs older than the age limit, and beyond the newest
     ``max_identical`` finished jobs of one signature (queue, task, args), as seed 003's
     ``maxIdentical``. Their events go with them (ON DELETE CASCADE). Returns how many."""
-    rows = _rows(
+    rows = sql.rows(
         """
         WITH too_old AS (
             SELECT job_id FROM dl_jobs
@@ -102,25 +102,25 @@ def jobs_prune(*, older_than_sec: float, max_identical: int, batch: int = 10_000
 
 
 def worker_register(*, worker_id: uuid.UUID, hostname: str, pid: int, queues: dict[str, int]) -> None:
-    _execute(
+    sql.execute(
         "INSERT INTO dl_workers (worker_id, hostname, pid, queues, running_jobs) VALUES (%s, %s, %s, %s::jsonb, 0)",
         [worker_id, hostname, pid, json.dumps(queues)],
     )
 
 
 def worker_heartbeat(*, worker_id: uuid.UUID, running_jobs: int) -> None:
-    _execute(
+    sql.execute(
         "UPDATE dl_workers SET heartbeat_at = now(), running_jobs = %s WHERE worker_id = %s", [running_jobs, worker_id]
     )
 
 
 def worker_deregister(*, worker_id: uuid.UUID) -> None:
-    _execute("DELETE FROM dl_workers WHERE worker_id = %s", [worker_id])
+    sql.execute("DELETE FROM dl_workers WHERE worker_id = %s", [worker_id])
 
 
 def workers_prune(*, silent_for_sec: float) -> int:
     """Forget workers that stopped heartbeating (killed processes leave their row behind)."""
-    rows = _rows(
+    rows = sql.rows(
         "WITH gone AS (DELETE FROM dl_workers WHERE heartbeat_at < now() - make_interval(secs => %s) RETURNING 1) "
         "SELECT count(*) FROM gone",
         [silent_for_sec],
@@ -147,9 +147,9 @@ def periodic_task_run(*, name: str, period_sec: float, runner: str, work: Callab
     every process. If ``work`` raises, nothing is recorded and the next try may run it.
     """
     with transaction.atomic():
-        if not _rows("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", [PERIODIC_LOCK_SPACE, name])[0][0]:
+        if not sql.rows("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", [PERIODIC_LOCK_SPACE, name])[0][0]:
             return PeriodicRun(ran=False, due_in_sec=period_sec)
-        since_last = _rows(
+        since_last = sql.rows(
             """
             INSERT INTO dl_periodic_tasks (name, last_runner, last_result) VALUES (%s, '', '{}')
             ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
@@ -160,7 +160,7 @@ def periodic_task_run(*, name: str, period_sec: float, runner: str, work: Callab
         if since_last is not None and since_last < period_sec:
             return PeriodicRun(ran=False, due_in_sec=period_sec - since_last)
         result = work()
-        _execute(
+        sql.execute(
             """
             UPDATE dl_periodic_tasks
             SET last_started_at = now(), last_finished_at = clock_timestamp(), last_runner = %s, last_result = %s::jsonb
@@ -186,14 +186,14 @@ def jobs_statistics_refresh(*, min_queued: int = STATISTICS_MIN_QUEUED, drift: f
     fewer than one ``drift``-th of them (a burst on a queue that was empty when last analyzed).
     Counts at most ``min_queued × drift`` queued jobs, through the queue's partial indexes."""
     cap = int(min_queued * drift)
-    queued = _rows(
+    queued = sql.rows(
         "SELECT count(*) FROM (SELECT 1 FROM dl_jobs WHERE status = 'queued' LIMIT %s) AS q", [cap]
     )[0][0]
     if queued < min_queued:
         return False
-    plan = _rows("EXPLAIN (FORMAT JSON) SELECT 1 FROM dl_jobs WHERE status = 'queued'", [])[0][0]
-    believed = _json(plan)[0]["Plan"]["Plan Rows"]
+    plan = sql.rows("EXPLAIN (FORMAT JSON) SELECT 1 FROM dl_jobs WHERE status = 'queued'", [])[0][0]
+    believed = sql.json_value(plan)[0]["Plan"]["Plan Rows"]
     if believed * drift >= queued:
         return False
-    _execute("ANALYZE dl_jobs", [])
+    sql.execute("ANALYZE dl_jobs", [])
     return True

@@ -13,8 +13,8 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL, JobStatus
-from jobs.services._db import _rows
 from jobs.services.producers import text_field_problem
+from pipeline_project.core import sql
 from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
 
 RETRYABLE = ("failed", "canceled", "lost")
@@ -67,7 +67,7 @@ def jobs_retry(*, selection: Selection, by: str, dry_run: bool = False) -> Count
     """
     if dry_run:
         return _preview(selection, changed=f"status IN {RETRYABLE}")
-    matched, changed = _rows(
+    matched, changed = sql.rows(
         f"""
         WITH target AS MATERIALIZED (SELECT job_id FROM dl_jobs WHERE job_id IN ({selection.sql})),
         previous AS MATERIALIZED (
@@ -108,7 +108,7 @@ def jobs_cancel(*, selection: Selection, by: str, dry_run: bool = False) -> Coun
     if dry_run:
         return _preview(selection, changed="status = 'queued'", requested="status = 'running'")
     with transaction.atomic():
-        matched, canceled, requested = _rows(
+        matched, canceled, requested = sql.rows(
             f"""
             WITH target AS MATERIALIZED (
                 SELECT job_id, status FROM dl_jobs
@@ -150,7 +150,7 @@ def jobs_delete(*, selection: Selection, force: bool = False, dry_run: bool = Fa
     deletable = "true" if force else "status <> 'running'"
     if dry_run:
         return _preview(selection, changed=deletable)
-    matched, deleted = _rows(
+    matched, deleted = sql.rows(
         f"""
         WITH target AS MATERIALIZED (
             SELECT job_id, status FROM dl_jobs WHERE job_id IN ({selection.sql}) ORDER BY job_id FOR UPDATE
@@ -164,7 +164,7 @@ def jobs_delete(*, selection: Selection, force: bool = False, dry_run: bool = Fa
 
 
 def _preview(selection: Selection, *, changed: str, requested: str = "false") -> Counts:
-    matched, would_change, would_request = _rows(
+    matched, would_change, would_request = sql.rows(
         f"""
         SELECT count(*), count(*) FILTER (WHERE {changed}), count(*) FILTER (WHERE {requested})
         FROM dl_jobs WHERE job_id IN ({selection.sql})
@@ -218,7 +218,7 @@ class Deletion:
 def job_delete(*, job_id: uuid.UUID, dry_run: bool = False, force: bool = False) -> Deletion:
     """Delete a job and its journal. A running job needs ``force`` (its worker's writes then miss)."""
     with transaction.atomic():
-        rows = _rows(
+        rows = sql.rows(
             "SELECT status::text, (SELECT count(*) FROM dl_job_events WHERE job_id = %s) FROM dl_jobs "
             "WHERE job_id = %s FOR UPDATE",
             [job_id, job_id],
@@ -238,7 +238,7 @@ def job_delete(*, job_id: uuid.UUID, dry_run: bool = False, force: bool = False)
 
 
 def _status(job_id: uuid.UUID) -> str:
-    rows = _rows("SELECT status::text FROM dl_jobs WHERE job_id = %s", [job_id])
+    rows = sql.rows("SELECT status::text FROM dl_jobs WHERE job_id = %s", [job_id])
     if not rows:
         raise NotFoundError(f"No job {job_id}.", details={"job_id": str(job_id)})
     return rows[0][0]
@@ -259,7 +259,7 @@ def queue_pause(*, queue: str, by: str) -> bool:
     The claim statement itself reads the pause, so it holds at once for every worker,
     whatever it has heard.
     """
-    rows = _rows(
+    rows = sql.rows(
         """
         INSERT INTO dl_queues (name, paused, changed_at, changed_by) VALUES (%s, true, now(), %s)
         ON CONFLICT (name) DO UPDATE SET paused = true, changed_at = now(), changed_by = EXCLUDED.changed_by
@@ -273,7 +273,7 @@ def queue_pause(*, queue: str, by: str) -> bool:
 
 def queue_resume(*, queue: str, by: str) -> bool:
     """Let workers claim from ``queue`` again, and wake them (NOTIFY); return whether it changed."""
-    rows = _rows(
+    rows = sql.rows(
         f"""
         WITH resumed AS (
             UPDATE dl_queues SET paused = false, changed_at = now(), changed_by = %s WHERE name = %s AND paused

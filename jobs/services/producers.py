@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 
 from jobs.models import uuid7
-from jobs.services._db import _json, _rows
+from pipeline_project.core import sql
 from pipeline_project.core.errors import ConflictError, InvalidInputError
 from pipeline_project.core.storable import json_problem, text_problem
 
@@ -128,7 +128,7 @@ def job_enqueue_many(*, specs: list[JobSpec]) -> list[Enqueued]:
     with transaction.atomic():
         inserted = {
             row[0]: row[1]
-            for row in _rows(
+            for row in sql.rows(
                 f"""
                 WITH input AS (SELECT * FROM unnest({unnest}) AS t({names})),
                 inserted AS (
@@ -175,7 +175,7 @@ def job_enqueue_many(*, specs: list[JobSpec]) -> list[Enqueued]:
 
 
 def _existing_by_key(keys: list[str]) -> dict[str, dict]:
-    rows = _rows(
+    rows = sql.rows(
         "SELECT idempotency_key, job_id, status::text, queue, task, args, lock_key FROM dl_jobs WHERE idempotency_key = ANY(%s)",
         [keys],
     )
@@ -185,7 +185,7 @@ def _existing_by_key(keys: list[str]) -> dict[str, dict]:
             "status": status,
             "queue": queue,
             "task": task,
-            "args": _json(args),
+            "args": sql.json_value(args),
             "lock_key": lock_key,
         }
         for key, job_id, status, queue, task, args, lock_key in rows

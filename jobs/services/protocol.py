@@ -14,8 +14,8 @@ from datetime import datetime
 from django.db import DatabaseError, IntegrityError, transaction
 
 from jobs.models import NOTIFY_CHANNEL
-from jobs.services._db import _execute, _json, _rows, first_line
-from pipeline_project.core.storable import storable_text
+from pipeline_project.core import sql
+from pipeline_project.core.storable import first_line, storable_text
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def _claimed_job(row) -> ClaimedJob:
         lease=Lease(job_id=row[0], attempt=row[1], started_at=row[2]),
         queue=row[3],
         task=row[4],
-        args=_json(row[5]),
+        args=sql.json_value(row[5]),
         lock_key=row[6],
         partition_key=row[7],
         max_attempts=row[8],
@@ -206,7 +206,7 @@ def jobs_claim(*, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
     claim that loses a race to it (two queues, one key) fails with a unique violation, and
     the caller simply claims again.
     """
-    rows = _rows(
+    rows = sql.rows(
         f"""
         WITH RECURSIVE {_claim_ctes()},
         journal AS (INSERT INTO dl_job_events (job_id, queue, kind, payload) {_PICKED_EVENTS})
@@ -228,7 +228,7 @@ def jobs_set_aside_unclaimable(*, queue: str, limit: int, worker_id: str) -> lis
     """
     refused: dict[uuid.UUID, str] = {}
     with transaction.atomic():
-        candidates = _rows(
+        candidates = sql.rows(
             """
             SELECT job_id FROM dl_jobs WHERE status = 'queued' AND queue = %s AND available_at <= now()
             ORDER BY priority, created_at LIMIT %s FOR UPDATE SKIP LOCKED
@@ -238,7 +238,7 @@ def jobs_set_aside_unclaimable(*, queue: str, limit: int, worker_id: str) -> lis
         for (job_id,) in candidates:
             savepoint = transaction.savepoint_create()
             try:
-                _execute(f"UPDATE dl_jobs j SET {_CLAIM_SET} WHERE j.job_id = %s", [job_id])
+                sql.execute(f"UPDATE dl_jobs j SET {_CLAIM_SET} WHERE j.job_id = %s", [job_id])
             except IntegrityError as exc:
                 if not is_lock_key_race(exc):
                     refused[job_id] = first_line(exc)
@@ -247,7 +247,7 @@ def jobs_set_aside_unclaimable(*, queue: str, limit: int, worker_id: str) -> lis
             finally:
                 transaction.savepoint_rollback(savepoint)
         if refused:
-            _execute(
+            sql.execute(
                 """
                 WITH refused AS (SELECT * FROM unnest(%s::uuid[], %s::text[]) AS r(job_id, reason)),
                 failed AS (
@@ -289,7 +289,7 @@ def jobs_heartbeat(*, leases: list[Lease], worker_id: str) -> dict[uuid.UUID, bo
     """
     if not leases:
         return {}
-    rows = _rows(
+    rows = sql.rows(
         f"""
         WITH mine AS ({_MY_LEASES}),
         renewed AS (
@@ -392,7 +392,7 @@ def jobs_complete(
     """
     if not outcomes:
         return {}
-    rows = _rows(
+    rows = sql.rows(
         f"""
         WITH {_end_ctes()},
         journal AS (INSERT INTO dl_job_events (job_id, queue, kind, payload) {_END_EVENTS})
@@ -422,7 +422,7 @@ def job_complete_and_claim(
     job's new status (None: the lease was gone, nothing written or claimed) and the claimed
     job, if any.
     """
-    rows = _rows(
+    rows = sql.rows(
         f"""
         WITH RECURSIVE {_end_ctes(taken="EXISTS (SELECT FROM claimed c WHERE c.lock_key = e.lock_key)")},
         {_claim_ctes(after=_AFTER_ENDED)},
@@ -454,7 +454,7 @@ def _outcome_payload(outcome: Outcome) -> dict:
 
 def job_progress(*, lease: Lease, progress: dict) -> bool | None:
     """Store a running job's progress; return its cancel_requested flag, or None if the lease is gone."""
-    rows = _rows(
+    rows = sql.rows(
         f"""
         WITH mine AS ({_MY_LEASES})
         UPDATE dl_jobs j SET progress = %(progress)s::jsonb FROM mine WHERE {_GUARD}
@@ -474,7 +474,7 @@ def jobs_release(*, leases: list[Lease], worker_id: str) -> int:
     """
     if not leases:
         return 0
-    rows = _rows(
+    rows = sql.rows(
         f"""
         WITH mine AS ({_MY_LEASES}),
         released AS (

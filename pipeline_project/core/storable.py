@@ -66,6 +66,12 @@ def failure_text(text: str, *, limit: int = MAX_ERROR_CHARS, tail: bool = False)
     return text[-limit:] if tail else text[:limit]
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name if it has none): for logs."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def exception_text(exc: BaseException) -> str:
     """``"ValueError: boom"`` as :func:`failure_text` makes it, even for an exception whose
     message cannot be read."""

@@ -8,7 +8,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from jobs.processes.models import CALL_TYPES, TASK_DONE_CHANNEL, TIMER_TYPES, WORK_CHANNEL, Process
-from jobs.services._db import _execute, _rows
+from pipeline_project.core import sql
 from pipeline_project.core.errors import NotFoundError
 
 
@@ -30,7 +30,7 @@ def schedule_task(
     process: Process, task_type: str, *, at: datetime, args=None, metadata=None, context=None, idempotency_key=None
 ) -> int:
     """A new task, waiting in the schedule from ``at``; workers of the namespace are told."""
-    task_id = _rows(
+    task_id = sql.rows(
         """
         WITH task AS (
             INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, args, metadata, context,
@@ -60,7 +60,7 @@ def schedule_task(
 
 
 def cancel_scheduled(process: Process, types: tuple[str, ...] = (*CALL_TYPES, *TIMER_TYPES)) -> None:
-    rows = _rows(
+    rows = sql.rows(
         """
         WITH gone AS (
             DELETE FROM dl_proc_schedule WHERE process_pk = %s AND task_type = ANY (%s) RETURNING task_id
@@ -71,11 +71,11 @@ def cancel_scheduled(process: Process, types: tuple[str, ...] = (*CALL_TYPES, *T
         [process.id, list(types)],
     )
     for (task_id,) in rows:  # their callers stop waiting
-        _execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task_id)])
+        sql.execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task_id)])
 
 
 def end_task(task_id: int, *, status: str, response: Any, attempts: int | None = None) -> None:
-    _execute(
+    sql.execute(
         """
         WITH unrun AS (DELETE FROM dl_proc_running WHERE task_id = %s)
         UPDATE dl_proc_tasks SET status = %s, response = %s, finished_time = now(),

@@ -14,7 +14,7 @@ from jobs.processes.models import TIMER_TYPES, WORK_CHANNEL, Process, Task
 from jobs.processes.ranges import history_range_clean
 from jobs.processes.selectors import PreparedTask, TaskOutcome, task_waiter
 from jobs.processes.services._common import dumps, locked_process, schedule_task, set_status
-from jobs.services._db import _rows
+from pipeline_project.core import sql
 from pipeline_project.core.errors import ApplicationError, ConflictError, NotFoundError
 
 
@@ -181,7 +181,7 @@ def process_task_prepare(
     if task_id is None:
         wanted = "error" if task_type == "repair" else "running"
         try:
-            [(status, task_id, _notified, _async)] = _rows(
+            [(status, task_id, _notified, _async)] = sql.rows(
                 _PREPARE,
                 {
                     "namespace": namespace,

@@ -6,10 +6,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs.processes import registry
-from jobs.processes.models import MAX_EVENT_ID, Process, Task
 from jobs.processes.inputs import check_json, check_process_id
+from jobs.processes.models import MAX_EVENT_ID, Process, Task
 from jobs.processes.services._common import dumps, event_time, schedule_task, timer_time
-from jobs.services._db import _execute
+from pipeline_project.core import sql
 from pipeline_project.core.errors import ConflictError, InvalidInputError
 
 
@@ -47,7 +47,7 @@ def process_put(*, namespace: str, process_id: str, process: dict, action: Any =
             metadata={"kind": "put"},
             response="ok",
         )
-        _execute(
+        sql.execute(
             """
             INSERT INTO dl_proc_events (process_pk, task_id, event_id, timestamp, payload, metadata)
             SELECT %s, %s, (e ->> 'event_id')::int, coalesce((e ->> 'timestamp')::timestamptz, now()),

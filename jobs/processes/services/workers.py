@@ -15,7 +15,7 @@ from jobs.processes.models import TASK_DONE_CHANNEL, WORK_CHANNEL, Process, Task
 from jobs.processes.registry import ProcessView
 from jobs.processes.selectors import VIEW_COLUMNS, view_from
 from jobs.processes.services._common import cancel_scheduled, dumps, end_task, schedule_task, set_status, timer_time
-from jobs.services._db import _execute, _json, _rows
+from pipeline_project.core import sql
 from pipeline_project.core.storable import json_problem
 
 
@@ -45,7 +45,7 @@ def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]
     with a unique violation (``is_running_race``) and simply claims again.
     """
     definition = registry.require(namespace)
-    rows = _rows(
+    rows = sql.rows(
         f"""
         WITH candidates AS MATERIALIZED (
             SELECT s.task_id, s.process_pk, s.task_type FROM dl_proc_schedule s
@@ -102,8 +102,8 @@ def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]
             task_id,
             process_pk,
             task_type,
-            _json(args),
-            _json(context),
+            sql.json_value(args),
+            sql.json_value(context),
             attempts,
             float(interval),
             view=view_from(view),
@@ -191,7 +191,7 @@ def task_complete(*, task: ClaimedTask, namespace: str, outcome: Result | str) -
             _failed(process, task, outcome, registry.get(namespace))
             completion = "complete_and_error"
         # Workers look now (a call may wait behind this task) and learn when unblocked timers fall due.
-        _execute(
+        sql.execute(
             """
             SELECT pg_notify(%(done)s, %(task)s::text), pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM now())),
                    (SELECT pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM min(scheduled_time)))
@@ -212,7 +212,7 @@ def task_remove_process(*, task: ClaimedTask, namespace: str) -> None:
     """A remove timer: the process and all its rows go."""
     with transaction.atomic():
         Process.objects.filter(id=task.process_pk).delete()
-        _execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task.task_id)])
+        sql.execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task.task_id)])
 
 
 NOTIFIED_OUTCOME_MAX_BYTES = 2000  # the listener remembers its latest notifications: keep them small
@@ -291,7 +291,7 @@ SELECT (SELECT corrupted_by FROM p),
 
 
 def _succeeded(task: ClaimedTask, namespace: str, result: Result) -> None:
-    rows = _rows(
+    rows = sql.rows(
         _SUCCEEDED,
         {
             "process": task.process_pk,
@@ -334,7 +334,7 @@ def _failed(process: Process, task: ClaimedTask, reason: str, definition: regist
             attempts=attempts, last_delay=task.last_retry_interval, reason=reason
         )
         if delay is not None:
-            _execute(
+            sql.execute(
                 """
                 WITH retried AS (
                     UPDATE dl_proc_tasks SET status = 'waiting', attempts_count = %(attempts)s,
@@ -370,7 +370,7 @@ def zombies_collect(*, namespace: str, margin_sec: float) -> int:
     their worker died): each process goes to ``error`` (``zombie detected``), its task errs,
     its other tasks are cancelled."""
     with transaction.atomic():
-        rows = _rows(
+        rows = sql.rows(
             """
             DELETE FROM dl_proc_running
             WHERE namespace = %s AND deadline < now() - make_interval(secs => %s)
@@ -386,5 +386,5 @@ def zombies_collect(*, namespace: str, margin_sec: float) -> int:
             process.save()
             cancel_scheduled(process)
             Task.objects.filter(task_id=task_id).update(status="error", finished_time=timezone.now())
-            _execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task_id)])
+            sql.execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task_id)])
     return len(rows)
