@@ -1,167 +1,27 @@
-"""Reads of durable processes: waiting for a client's task to end, a process with its history,
-its full trace, and the namespaces' counts."""
+"""Reads of durable processes: a process with its history, its full trace, and the namespaces'
+counts.
+
+Every answer is one snapshot: one statement, or reads in one REPEATABLE READ transaction
+(``snapshot``), so a change committed between two reads never shows half, and a process
+removed between them is a 404, not a crash."""
 
 import json
-import time
-from contextlib import aclosing, asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
 from jobs.processes.inputs import check_process_id
-from jobs.processes.models import PROCESS_STATUSES, TASK_DONE_CHANNEL, Process, Running, Schedule, Task
+from jobs.processes.models import PROCESS_STATUSES, Process, Running, Schedule, Task
 from jobs.processes.ranges import history_range_clean
 from jobs.processes.registry import ProcessView, require
 from jobs.processes.registry import names as names_registered
+from jobs.processes.types import PreparedTask
+from jobs.processes.waiting import wait_for_task
 from pipeline_project.core import sql
-from pipeline_project.core.errors import ApplicationError, NotFoundError
-from pipeline_project.core.follow import NOTHING_YET, Read, follow, follow_blocking
-from pipeline_project.core.notifications import (
-    Listening,
-    WaitingResources,
-    blocking_hub,
-    waiting_resources,
-)
+from pipeline_project.core.errors import NotFoundError
 from pipeline_project.core.snapshot import snapshot
-from pipeline_project.databases import release_connections, returning_connections
-
-ENDED = ("finished", "error", "cancelled")
-RECHECK_SEC = 5.0  # a waiter re-reads its task this often without a notification
-
-
-class StepTimeoutError(ApplicationError):
-    status = 504
-    code = "timeout"
-
-
-@dataclass(frozen=True)
-class TaskOutcome:
-    """How a client's task stands: its status and response, and its process's status."""
-
-    status: str
-    response: Any
-    process_status: str
-
-
-@dataclass(frozen=True)
-class PreparedTask:
-    """A client's task in the schedule: wait for its end for up to ``timeout`` seconds."""
-
-    task_id: int
-    timeout: float
-
-
-_OUTCOME = """
-SELECT t.status, t.response, p.status FROM dl_proc_tasks t JOIN dl_processes p ON p.id = t.process_pk
-WHERE t.task_id = %s
-"""
-
-
-def task_outcome(task_id: int) -> TaskOutcome | None:
-    """None: the task is gone with its process (it removed it)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_OUTCOME, [task_id])
-        row = cursor.fetchone()
-    return None if row is None else TaskOutcome(row[0], sql.json_value(row[1]), row[2])
-
-
-def _notified_outcome(received: dict[str, str], task_id: int) -> TaskOutcome | None | bool:
-    """The outcome a task's end notification carried (``[status, response, process status]``,
-    when short), or False: read it."""
-    data = received.pop(str(task_id), "")
-    if not data:
-        return False
-    status, response, process_status = json.loads(data)
-    return TaskOutcome(status, response, process_status)
-
-
-def _outcome_read(outcome: TaskOutcome | None) -> Read:
-    """A read of a task's outcome: done (with it) once the task has ended, or its process is gone."""
-    if outcome is None or outcome.status in ENDED:
-        return Read([outcome], done=True)
-    return NOTHING_YET
-
-
-@contextmanager
-def task_waiter():
-    """Listen for task ends before preparing a task: its end cannot then be missed, and the
-    usual end (a short response, carried by the notification) needs no read at all::
-
-        with task_waiter() as wait:
-            outcome = wait(process_task_prepare(...))
-    """
-    since = blocking_hub.listening(TASK_DONE_CHANNEL)
-    yield lambda task: wait_for_task(task.task_id, timeout=task.timeout, since=since)
-
-
-def wait_for_task(task_id: int, *, timeout: float, since: Listening | None = None) -> TaskOutcome | None:
-    """Wait (on a NOTIFY, holding no connection) until a task has ended; None if its process
-    was removed. Without ``since`` (see ``task_waiter``) the task is read before waiting.
-    The thread's pooled connections go back to the pool while it waits (unless it is inside
-    a transaction): the worker that runs the task may need one."""
-
-    @returning_connections
-    def read(received: dict[str, str]) -> Read:
-        outcome = _notified_outcome(received, task_id)
-        return _outcome_read(task_outcome(task_id) if outcome is False else outcome)
-
-    release_connections(abandon_transactions=False)
-
-    deadline = time.monotonic() + timeout
-    with blocking_hub.subscribe(TASK_DONE_CHANNEL, [str(task_id)], since=since) as subscription:
-        for outcome in follow_blocking(
-            subscription, read, deadline=deadline, recheck_sec=RECHECK_SEC, wait_first=since is not None
-        ):
-            return outcome
-    raise StepTimeoutError("timeout")
-
-
-@asynccontextmanager
-async def task_waiter_async():
-    """``task_waiter`` for async views: waits on the event loop, holding no thread, and a pooled
-    connection only when it has to read."""
-    async with waiting_resources() as resources:
-        since = await resources.hub.listening(TASK_DONE_CHANNEL)
-
-        async def wait(task: PreparedTask) -> TaskOutcome | None:
-            return await wait_for_task_async(task.task_id, timeout=task.timeout, since=since, resources=resources)
-
-        yield wait
-
-
-async def wait_for_task_async(
-    task_id: int, *, timeout: float, since: Listening | None = None, resources: WaitingResources | None = None
-) -> TaskOutcome | None:
-    """``wait_for_task`` on the event loop."""
-    if resources is None:
-        async with waiting_resources() as own:
-            return await wait_for_task_async(task_id, timeout=timeout, resources=own)
-
-    async def read(received: dict[str, str]) -> Read:
-        outcome = _notified_outcome(received, task_id)
-        if outcome is False:
-            async with resources.pool.connection() as conn:
-                row = await (await conn.execute(_OUTCOME, [task_id])).fetchone()
-            outcome = None if row is None else TaskOutcome(row[0], row[1], row[2])
-        return _outcome_read(outcome)
-
-    deadline = time.monotonic() + timeout
-    async with resources.hub.subscribe(TASK_DONE_CHANNEL, [str(task_id)], since=since) as subscription:
-        outcomes = follow(subscription, read, deadline=deadline, recheck_sec=RECHECK_SEC, wait_first=since is not None)
-        async with aclosing(outcomes):
-            async for outcome in outcomes:
-                return outcome
-    raise StepTimeoutError("timeout")
-
-
-# --- reads -------------------------------------------------------------------------------------
-# Every answer is one snapshot: one statement, or reads in one REPEATABLE READ transaction
-# (``snapshot``), so a change committed between two reads never shows half, and a process
-# removed between them is a 404, not a crash.
 
 _EVENT_JSON = """json_build_object('event_id', e.event_id, 'task_id', e.task_id, 'timestamp', e.timestamp,
                                    'metadata', e.metadata, 'payload', e.payload)"""
@@ -206,7 +66,7 @@ def view_from(columns: tuple) -> ProcessView:
 
 _INIT_IN_PROGRESS = """
 SELECT p.status, (SELECT min(task_id) FROM dl_proc_tasks t WHERE t.process_pk = p.id AND t.task_type = 'init')
-FROM dl_processes p WHERE p.namespace = %s AND p.process_id = %s
+FROM dl_processes p WHERE p.namespace = %(namespace)s AND p.process_id = %(process_id)s
 """
 
 
@@ -214,7 +74,7 @@ def init_in_progress(*, namespace: str, process_id: str) -> PreparedTask | None:
     """The init task to wait for while the process is in ``init`` (404 if there is no such process)."""
     definition = require(namespace)
     check_process_id(process_id)
-    [row] = sql.rows(_INIT_IN_PROGRESS, [namespace, process_id]) or [None]
+    [row] = sql.rows(_INIT_IN_PROGRESS, {"namespace": namespace, "process_id": process_id}) or [None]
     if row is None:
         raise _process_not_found()
     status, init_task_id = row
@@ -238,7 +98,9 @@ def process_get(
     history_range = history_range_clean(history_range) or {}
     if wait_for_init and (init := init_in_progress(namespace=namespace, process_id=process_id)):
         wait_for_task(init.task_id, timeout=init.timeout)
-    rows = sql.rows(_PROCESS_GET, {"range": json.dumps(history_range), "namespace": namespace, "process_id": process_id})
+    rows = sql.rows(
+        _PROCESS_GET, {"range": json.dumps(history_range), "namespace": namespace, "process_id": process_id}
+    )
     if not rows:
         raise _process_not_found()
     previous_status, status_changed_at, corrupted_by, *columns = rows[0]
@@ -270,8 +132,8 @@ def process_trace(*, namespace: str, process_id: str) -> list[dict[str, Any]]:
     events = dict(
         sql.rows(
             f"SELECT e.task_id, json_agg({_EVENT_JSON} ORDER BY e.event_id) FROM dl_proc_events e"
-            " WHERE e.process_pk = %s GROUP BY e.task_id",
-            [process_pk],
+            " WHERE e.process_pk = %(process)s GROUP BY e.task_id",
+            {"process": process_pk},
         )
     )
     return [

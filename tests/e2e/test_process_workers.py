@@ -8,7 +8,8 @@ import pytest
 
 from jobs.processes import services
 from jobs.processes.models import Process, Running, Task
-from jobs.processes.selectors import StepTimeoutError, process_get
+from jobs.processes.selectors import process_get
+from jobs.processes.types import StepTimeoutError
 from pipeline_project.core.notifications import blocking_hub
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.e2e.conftest import manage, stop

@@ -2,8 +2,9 @@ from rest_framework import serializers
 
 from jobs.processes.models import MAX_EVENT_ID, MAX_IDEMPOTENCY_KEY_CHARS, MAX_PROCESS_ID_CHARS, PROCESS_STATUSES
 from jobs.processes.ranges import DIRECTIONS, INTEGER_LIMITS
-from pipeline_project.core.fields import QueryIntegerField, StrictCharField, StrictIntegerField
+from pipeline_project.core.fields import QueryIntegerField, StrictBooleanField, StrictCharField, StrictIntegerField
 from pipeline_project.core.serializers import RequestSerializer
+from pipeline_project.core.validation import validated
 
 # Types only: the rules (storable JSON, a put's consistency, the timer's time) live in the services.
 
@@ -54,12 +55,35 @@ class PutProcessSerializer(RequestSerializer):
     history = PutEventSerializer(many=True, required=False)
 
 
+class PutTimerSerializer(RequestSerializer):
+    set_timer = serializers.JSONField(help_text="Seconds from now, or an ISO 8601 time with a time zone.")
+    remove = StrictBooleanField(required=False, default=False, help_text="The timer removes the process.")
+
+    def validate_set_timer(self, value):
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise serializers.ValidationError("Must be a JSON number or string.")
+        return value
+
+
+class PutActionField(serializers.JSONField):
+    """``"remove"`` (the process is removed once imported), or a timer (``PutTimerSerializer``)."""
+
+    default_error_messages = {"invalid": 'Must be "remove" or {{"set_timer": ..., "remove": true?}}.'}
+
+    def to_internal_value(self, data):
+        if data == "remove":
+            return data
+        if not isinstance(data, dict):
+            self.fail("invalid")
+        return dict(validated(PutTimerSerializer, data))
+
+
 class PutSerializer(RequestSerializer):
     """An imported process, and optionally its timer: ``{"set_timer": <seconds or ISO time>, "remove": true?}``
     or ``"remove"``."""
 
     process = PutProcessSerializer()
-    action = serializers.JSONField(required=False, allow_null=True, default=None)
+    action = PutActionField(required=False, allow_null=True, default=None)
 
 
 class SimpleRepairSerializer(RequestSerializer):

@@ -11,9 +11,10 @@ from asgiref.sync import sync_to_async
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from jobs.processes import selectors, services
+from jobs.processes import selectors, services, waiting
 from jobs.processes.api import serializers as s
 from jobs.processes.models import Process
+from jobs.processes.types import PreparedTask
 from pipeline_project.core.schema import error_responses
 from pipeline_project.core.validation import validated
 from pipeline_project.databases import returning_connections
@@ -29,7 +30,7 @@ class ProcessTaskView(ProcessView):
     post_permission = "change"
     task_type: str
 
-    def prepare(self, namespace: str, process_id: str, task_request: services.TaskRequest) -> selectors.PreparedTask:
+    def prepare(self, namespace: str, process_id: str, task_request: services.TaskRequest) -> PreparedTask:
         return services.process_task_prepare(
             self.task_type, namespace=namespace, process_id=process_id, request=task_request
         )
@@ -42,7 +43,7 @@ class ProcessTaskView(ProcessView):
             context=body["context"],
             history_range=body["range"],
         )
-        async with selectors.task_waiter_async() as wait:
+        async with waiting.task_waiter_async() as wait:
             task = await sync_to_async(returning_connections(self.prepare))(namespace, process_id, task_request)
             ended = await wait(task)
         return Response(s.ResponseSerializer({"response": services.task_result(ended)}).data)
@@ -54,7 +55,8 @@ _TASK_SCHEMA = {
         200: s.ResponseSerializer,
         **error_responses(
             **{
-                "409": "process already exists, or is not in the status the task needs (process is error / init / running)",
+                "409": "process already exists, or is not in the status the task needs"
+                " (process is error / init / running)",
                 "422": "The processor answered with an error (details.reason)",
                 "504": "No answer within the namespace's process_step_timeout (the task still runs)",
             }
@@ -108,9 +110,11 @@ class ProcessGetView(ProcessView):
     )
     async def get(self, request, namespace, process_id):
         history_range = validated(s.RangeQuerySerializer, request.query_params)
-        init = await sync_to_async(returning_connections(selectors.init_in_progress))(namespace=namespace, process_id=process_id)
+        init = await sync_to_async(returning_connections(selectors.init_in_progress))(
+            namespace=namespace, process_id=process_id
+        )
         if init is not None:  # wait for init to end, on the event loop
-            await selectors.wait_for_task_async(init.task_id, timeout=init.timeout)
+            await waiting.wait_for_task_async(init.task_id, timeout=init.timeout)
         found = await sync_to_async(selectors.process_get)(
             namespace=namespace, process_id=process_id, history_range=history_range, wait_for_init=False
         )

@@ -1,33 +1,34 @@
-"""State changes of durable processes, in three parts: what clients ask for (``clients``),
-importing a process (``put``) and what workers do with tasks (``workers``).
+"""State changes of durable processes, by caller: what clients ask for (``clients``: init, call,
+repair, simple repair, put), the worker protocol (``protocol``: claim tasks, record their ends)
+and housekeeping (``maintenance``: the tasks of workers that died). What they take from outside
+(a processor's answer, an imported process) is parsed in ``parsing``.
 
 Callers import the names from here: ``from jobs.processes import services; services.process_call(...)``.
 """
 
-from jobs.processes.selectors import PreparedTask, StepTimeoutError
 from jobs.processes.services.clients import (
     ProcessorError,
     TaskRequest,
     process_call,
     process_init,
     process_init_prepare,
+    process_put,
     process_repair,
     process_simple_repair,
     process_task_prepare,
     task_result,
 )
-from jobs.processes.services.put import process_put
-from jobs.processes.services.workers import (
+from jobs.processes.services.maintenance import zombies_collect
+from jobs.processes.services.parsing import Result, result_parse
+from jobs.processes.services.protocol import (
     NOTIFIED_OUTCOME_MAX_BYTES,
     ClaimedTask,
-    Result,
     is_running_race,
-    result_parse,
     task_complete,
     task_remove_process,
     tasks_claim,
-    zombies_collect,
 )
+from jobs.processes.types import PreparedTask, StepTimeoutError
 
 __all__ = [
     "NOTIFIED_OUTCOME_MAX_BYTES",

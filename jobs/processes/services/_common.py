@@ -1,11 +1,10 @@
-"""What the processes' services share: input checks, status changes, scheduling and ending tasks."""
+"""What the processes' services share: a locked process, status changes, scheduling and ending tasks."""
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from jobs.processes.models import CALL_TYPES, TASK_DONE_CHANNEL, TIMER_TYPES, WORK_CHANNEL, Process
 from pipeline_project.core import sql
@@ -63,59 +62,35 @@ def cancel_scheduled(process: Process, types: tuple[str, ...] = (*CALL_TYPES, *T
     rows = sql.rows(
         """
         WITH gone AS (
-            DELETE FROM dl_proc_schedule WHERE process_pk = %s AND task_type = ANY (%s) RETURNING task_id
+            DELETE FROM dl_proc_schedule WHERE process_pk = %(process)s AND task_type = ANY (%(types)s)
+            RETURNING task_id
         )
         UPDATE dl_proc_tasks t SET status = 'cancelled', finished_time = now() FROM gone
         WHERE t.task_id = gone.task_id RETURNING t.task_id
         """,
-        [process.id, list(types)],
+        {"process": process.id, "types": list(types)},
     )
     for (task_id,) in rows:  # their callers stop waiting
-        sql.execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task_id)])
+        notify_task_done(task_id)
+
+
+def notify_task_done(task_id: int) -> None:
+    """Whoever waits for the task reads how it ended (on commit)."""
+    sql.execute("SELECT pg_notify(%(channel)s, %(task)s)", {"channel": TASK_DONE_CHANNEL, "task": str(task_id)})
 
 
 def end_task(task_id: int, *, status: str, response: Any, attempts: int | None = None) -> None:
     sql.execute(
         """
-        WITH unrun AS (DELETE FROM dl_proc_running WHERE task_id = %s)
-        UPDATE dl_proc_tasks SET status = %s, response = %s, finished_time = now(),
-            attempts_count = coalesce(%s, attempts_count)
-        WHERE task_id = %s
+        WITH unrun AS (DELETE FROM dl_proc_running WHERE task_id = %(task)s)
+        UPDATE dl_proc_tasks SET status = %(status)s, response = %(response)s, finished_time = now(),
+            attempts_count = coalesce(%(attempts)s, attempts_count)
+        WHERE task_id = %(task)s
         """,
-        [task_id, status, dumps(response), attempts, task_id],
+        {"task": task_id, "status": status, "response": dumps(response), "attempts": attempts},
     )
 
 
 def dumps(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
-
-
-
-def event_time(value: Any) -> datetime | None:
-    """An imported event's time: Unix seconds (as progressor exports them) or ISO 8601."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            return datetime.fromtimestamp(value, tz=UTC)
-        except (OverflowError, OSError, ValueError):
-            return None
-    return timer_time(value) if isinstance(value, str) else None
-
-
-def timer_time(value: Any) -> datetime | None:
-    """A timer's time: seconds from now, an aware datetime or ISO 8601 text; None if it is none
-    of these or out of range (a processor's or client's mistake, not a crash)."""
-    try:
-        if isinstance(value, bool):
-            return None
-        if isinstance(value, int | float):
-            return timezone.now() + timedelta(seconds=value)
-        if isinstance(value, datetime):
-            return value if timezone.is_aware(value) else None
-        if isinstance(value, str):
-            parsed = parse_datetime(value)
-            return parsed if parsed is not None and timezone.is_aware(parsed) else None
-    except (OverflowError, ValueError):  # huge or NaN seconds; a well-formed but impossible date
-        return None
-    return None
-
 

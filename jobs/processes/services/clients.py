@@ -1,5 +1,6 @@
 """What clients ask for: init, call and repair put a task in the schedule and wait for its end
-(on a NOTIFY); simple repair changes the process at once."""
+(on a NOTIFY); simple repair changes the process at once; put imports a process as it was
+elsewhere (progressor's put)."""
 
 import time
 from dataclasses import dataclass
@@ -12,8 +13,10 @@ from jobs.processes import metrics, registry
 from jobs.processes.inputs import check_idempotency_key, check_json, check_process_id
 from jobs.processes.models import TIMER_TYPES, WORK_CHANNEL, Process, Task
 from jobs.processes.ranges import history_range_clean
-from jobs.processes.selectors import PreparedTask, TaskOutcome, task_waiter
 from jobs.processes.services._common import dumps, locked_process, schedule_task, set_status
+from jobs.processes.services.parsing import process_import_parse
+from jobs.processes.types import PreparedTask, TaskOutcome
+from jobs.processes.waiting import task_waiter
 from pipeline_project.core import sql
 from pipeline_project.core.errors import ApplicationError, ConflictError, NotFoundError
 
@@ -242,6 +245,55 @@ def process_simple_repair(*, namespace: str, process_id: str, context: Any = Non
         process.detail = None
         process.corrupted_by = None
         process.save()
+
+
+def process_put(*, namespace: str, process_id: str, process: dict, action: Any = None) -> None:
+    """Import a process as it was elsewhere: its status, detail, aux_state, metadata and history
+    (events with their ids), recorded as one finished ``init`` task (metadata ``kind: put``),
+    and optionally an action: ``{"set_timer": ..., "remove": true?}`` or ``"remove"``."""
+    registry.require(namespace)
+    check_process_id(process_id)
+    imported = process_import_parse(process, action, process_id=process_id)
+    with transaction.atomic():
+        now = timezone.now()
+        try:
+            with transaction.atomic():
+                row = Process.objects.create(
+                    namespace=namespace,
+                    process_id=process_id,
+                    status=imported.status,
+                    detail=imported.detail,
+                    aux_state=imported.aux_state,
+                    metadata=imported.metadata,
+                    last_event_id=max((event["event_id"] for event in imported.history), default=0),
+                    status_changed_at=now,
+                    created_at=now,
+                )
+        except IntegrityError:
+            raise ConflictError("process already exists", code="process_exists") from None
+        task = Task.objects.create(
+            process=row,
+            task_type="init",
+            status="finished",
+            scheduled_time=now,
+            running_time=now,
+            finished_time=now,
+            metadata={"kind": "put"},
+            response="ok",
+        )
+        sql.execute(
+            """
+            INSERT INTO dl_proc_events (process_pk, task_id, event_id, timestamp, payload, metadata)
+            SELECT %(process)s, %(task)s, (e ->> 'event_id')::int, coalesce((e ->> 'timestamp')::timestamptz, now()),
+                   e -> 'payload', e -> 'metadata'
+            FROM jsonb_array_elements(%(history)s::jsonb) AS e
+            """,
+            {"process": row.id, "task": task.task_id, "history": dumps(imported.history)},
+        )
+        if imported.removed:
+            row.delete()
+        elif imported.timer_at is not None:
+            schedule_task(row, "remove" if imported.timer_removes else "timeout", at=imported.timer_at)
 
 
 def _replayed(idempotency_key: str | None) -> int | None:

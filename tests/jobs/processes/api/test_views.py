@@ -195,8 +195,15 @@ def test_a_malformed_simple_repair_body_is_refused(api, body):
         {"process": {"history": [{"event_id": 1, "bogus": 1}]}},
         {"process": {"history": [{"payload": 1}]}},
         {"process": {"history": [{"event_id": 1}, {"event_id": 1}]}},
+        {"process": {"history": [{"event_id": 1, "timestamp": 1e300}]}},
         {"process": {}, "action": "explode"},
         {"process": {}, "action": {"set_timer": "tomorrow"}},
+        {"process": {}, "action": {"set_timer": 1e300}},
+        {"process": {}, "action": {"set_timer": "2026-02-30T00:00:00+00:00"}},
+        {"process": {}, "action": {"set_timer": True}},
+        {"process": {}, "action": {"set_timer": 1, "remove": "yes"}},
+        {"process": {}, "action": {"set_timer": 1, "bogus": 1}},
+        {"process": {}, "action": {"remove": True}},
     ],
 )
 def test_a_malformed_put_body_is_refused_and_nothing_is_written(api, body):

@@ -1,10 +1,9 @@
-"""What workers do with tasks: claim due ones (``tasks_claim``: at most one running task per
-process, calls before timers) and record how each ended (``task_complete``), in one
-transaction with every change it implies: events, the process's new state, the timer it set,
-the calls it unblocked, the retry or the error; and collect the tasks of workers that died."""
+"""The worker protocol: claim due tasks (``tasks_claim``: at most one running task per process,
+calls before timers) and record how each ended (``task_complete``), in one transaction with
+every change it implies: events, the process's new state, the timer it set, the calls it
+unblocked, the retry or the error."""
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -14,9 +13,16 @@ from jobs.processes import registry
 from jobs.processes.models import TASK_DONE_CHANNEL, WORK_CHANNEL, Process, Task
 from jobs.processes.registry import ProcessView
 from jobs.processes.selectors import VIEW_COLUMNS, view_from
-from jobs.processes.services._common import cancel_scheduled, dumps, end_task, schedule_task, set_status, timer_time
+from jobs.processes.services._common import (
+    cancel_scheduled,
+    dumps,
+    end_task,
+    notify_task_done,
+    schedule_task,
+    set_status,
+)
+from jobs.processes.services.parsing import Result
 from pipeline_project.core import sql
-from pipeline_project.core.storable import json_problem
 
 
 @dataclass(frozen=True)
@@ -29,7 +35,6 @@ class ClaimedTask:
     attempts_count: int
     last_retry_interval: float
     view: ProcessView  # the process as its processor sees it, read with the claim
-
 
 
 CLAIM_WINDOW = 256
@@ -116,58 +121,6 @@ def is_running_race(exc: IntegrityError) -> bool:
     return "dl_proc_running_pkey" in str(exc)
 
 
-@dataclass(frozen=True)
-class Result:
-    """A processor's answer, validated (see ``registry``)."""
-
-    events: list[dict]
-    response: Any
-    aux_state: Any
-    metadata: Any
-    keep_aux_state: bool
-    keep_metadata: bool
-    action: str | None  # None, set_timer, unset_timer, remove
-    timer_at: datetime | None = None
-    timer_removes: bool = False
-
-
-def result_parse(value: Any) -> Result | str:
-    """The processor's return value as a Result, or the error reason it amounts to."""
-    if not isinstance(value, dict):
-        return "unsupported_result"
-    if "error" in value:
-        return str(value["error"]) if not isinstance(value["error"], str) else value["error"]
-    if set(value) - {"events", "response", "aux_state", "metadata", "action"}:
-        return "unsupported_result"
-    events = []
-    for event in value.get("events") or []:
-        if isinstance(event, dict) and set(event) <= {"payload", "metadata"} and "payload" in event:
-            events.append({"payload": event["payload"], "metadata": event.get("metadata")})
-        else:
-            events.append({"payload": event, "metadata": None})
-    if json_problem([events, value.get("response"), value.get("aux_state"), value.get("metadata")]):
-        return "unsupported_result"
-    action, timer_at, removes = value.get("action"), None, False
-    if isinstance(action, dict) and "set_timer" in action and set(action) <= {"set_timer", "remove"}:
-        timer_at = timer_time(action["set_timer"])
-        if timer_at is None:
-            return "unsupported_result"
-        action, removes = "set_timer", bool(action.get("remove"))
-    elif action not in (None, "unset_timer", "remove"):
-        return "unsupported_result"
-    return Result(
-        events=events,
-        response=value.get("response", "ok"),
-        aux_state=value.get("aux_state"),
-        metadata=value.get("metadata"),
-        keep_aux_state="aux_state" not in value,
-        keep_metadata="metadata" not in value,
-        action=action,
-        timer_at=timer_at,
-        timer_removes=removes,
-    )
-
-
 def task_complete(*, task: ClaimedTask, namespace: str, outcome: Result | str) -> str:
     """Record how a task ended (a Result, or an error reason); return the completion type:
     ``complete_and_continue`` (a timer set), ``complete_and_suspend`` (timers unset, or the
@@ -212,7 +165,7 @@ def task_remove_process(*, task: ClaimedTask, namespace: str) -> None:
     """A remove timer: the process and all its rows go."""
     with transaction.atomic():
         Process.objects.filter(id=task.process_pk).delete()
-        sql.execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task.task_id)])
+        notify_task_done(task.task_id)
 
 
 NOTIFIED_OUTCOME_MAX_BYTES = 2000  # the listener remembers its latest notifications: keep them small
@@ -362,29 +315,3 @@ def _failed(process: Process, task: ClaimedTask, reason: str, definition: regist
     process.save()
     cancel_scheduled(process)
     end_task(task.task_id, status="error", response={"error": reason}, attempts=task.attempts_count + 1)
-
-
-def zombies_collect(*, namespace: str, margin_sec: float) -> int:
-    """Tasks of ``namespace`` still running ``margin_sec`` after their deadline (the claim's
-    time plus the step timeout, on the row: the namespace's processor need not be known here;
-    their worker died): each process goes to ``error`` (``zombie detected``), its task errs,
-    its other tasks are cancelled."""
-    with transaction.atomic():
-        rows = sql.rows(
-            """
-            DELETE FROM dl_proc_running
-            WHERE namespace = %s AND deadline < now() - make_interval(secs => %s)
-            RETURNING process_pk, task_id
-            """,
-            [namespace, margin_sec],
-        )
-        for process_pk, task_id in rows:
-            process = Process.objects.select_for_update().get(id=process_pk)
-            set_status(process, "error")
-            process.detail = "zombie detected"
-            process.corrupted_by = task_id
-            process.save()
-            cancel_scheduled(process)
-            Task.objects.filter(task_id=task_id).update(status="error", finished_time=timezone.now())
-            sql.execute("SELECT pg_notify(%s, %s)", [TASK_DONE_CHANNEL, str(task_id)])
-    return len(rows)
