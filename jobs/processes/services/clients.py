@@ -250,7 +250,8 @@ def process_simple_repair(*, namespace: str, process_id: str, context: Any = Non
 def process_put(*, namespace: str, process_id: str, process: dict, action: Any = None) -> None:
     """Import a process as it was elsewhere: its status, detail, aux_state, metadata and history
     (events with their ids), recorded as one finished ``init`` task (metadata ``kind: put``),
-    and optionally an action: ``{"set_timer": ..., "remove": true?}`` or ``"remove"``."""
+    and optionally an action: ``{"set_timer": ..., "remove": bool}`` or ``"remove"``. Both come
+    in the shape the API's ``PutSerializer`` checks; the import's rules are ``process_import_parse``'s."""
     registry.require(namespace)
     check_process_id(process_id)
     imported = process_import_parse(process, action, process_id=process_id)
