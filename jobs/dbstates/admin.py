@@ -148,7 +148,7 @@ class PrepareJobAdmin(OneSnapshotPagesMixin, ServiceDeletionMixin, ReadOnlyAdmin
         self.message_user(request, f"Cancellation requested for {cancelled} job(s); finished ones were left alone.")
 
     def delete_service(self, obj, **flags):
-        return deletion.prepare_job_delete(job_id=obj.job_id, **flags)
+        return services.prepare_job_delete(job_id=obj.job_id, **flags)
 
 
 @admin.register(State)
@@ -189,7 +189,7 @@ class StateAdmin(OneSnapshotPagesMixin, ServiceDeletionMixin, ReadOnlyAdminMixin
         return obj.refcount
 
     def delete_service(self, obj, **flags):
-        return deletion.state_delete(state_id=obj.state_id, **flags)
+        return services.state_delete(state_id=obj.state_id, **flags)
 
     def get_urls(self):
         return [
@@ -261,7 +261,7 @@ class InstanceAdmin(OneSnapshotPagesMixin, ServiceDeletionMixin, ReadOnlyAdminMi
         return ", ".join(name.name for name in obj.names.all())
 
     def delete_service(self, obj, **flags):
-        return deletion.instance_delete(instance_id=obj.instance_id, **flags)
+        return services.instance_delete(instance_id=obj.instance_id, **flags)
 
 
 @admin.register(Name)

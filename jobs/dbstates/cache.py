@@ -16,10 +16,9 @@ from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from jobs.dbstates import deletion, images, planning, selectors, statefs, steps
+from jobs.dbstates import images, planning, selectors, services, statefs, steps
 from jobs.dbstates.config import config_value, duration_seconds
 from jobs.dbstates.models import CacheEviction, State
-from jobs.dbstates.services import prepare_request_check
 from jobs.dbstates.steps import PrepareRequest
 from pipeline_project.core.errors import InvalidInputError, NotFoundError
 from pipeline_project.core.snapshot import snapshot
@@ -156,7 +155,7 @@ def cache_evict(*, trigger: str) -> dict:
         if candidate is None:
             break
         try:
-            deleted = deletion.state_delete(state_id=candidate.state_id).outcome == "deleted"
+            deleted = services.state_delete(state_id=candidate.state_id).outcome == "deleted"
         except NotFoundError:  # deleted meanwhile by someone else
             deleted = False
         if deleted:
@@ -165,17 +164,13 @@ def cache_evict(*, trigger: str) -> dict:
         else:
             passed_over.append(candidate.state_id)
     after = _usage()
-    reclaimable = _reclaimable(after.min_state_age)
-    CacheEviction.objects.create(
+    services.cache_eviction_record(
         trigger=trigger,
         evicted_count=evicted,
         freed_bytes=freed,
-        blocked_count=reclaimable.blocked_count,
-        reclaimable_bytes=reclaimable.reclaimable_bytes,
-        usage_bytes_before=usage.usage_bytes,
-        usage_bytes_after=after.usage_bytes,
-        free_bytes_before=usage.store_free_bytes,
-        free_bytes_after=after.store_free_bytes,
+        before=usage,
+        after=after,
+        reclaimable=_reclaimable(after.min_state_age),
     )
     return {"evicted": evicted, "freed_bytes": freed}
 
@@ -183,7 +178,7 @@ def cache_evict(*, trigger: str) -> dict:
 def prepare_explain(*, request: PrepareRequest) -> dict:
     """The cache decision a prepare would meet, computed as the job computes it; nothing is kept
     (an lb plan asks Liquibase on a throw-away copy of the base)."""
-    normalized = prepare_request_check(request=request)
+    normalized = services.prepare_request_check(request=request)
     image = images.image_resolve(request.image_id)
     try:
         planned = steps.steps_plan(normalized, image, workspace=statefs.root() / "tmp" / uuid.uuid4().hex)
@@ -193,7 +188,7 @@ def prepare_explain(*, request: PrepareRequest) -> dict:
     state_id = planning.chain([s.step for s in planned], hashes, resolved_image_id=image.resolved_id)[
         -1
     ].output_state_id
-    hit = State.objects.filter(state_id=state_id).exists()
+    hit = selectors.state_exists(state_id=state_id)
     return {
         "decision": "hit" if hit else "miss",
         "reason_code": "exact_state_match" if hit else "no_matching_state",

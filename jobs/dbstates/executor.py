@@ -14,17 +14,14 @@ across processes; a builder that waited finds the state built and goes on.
 import logging
 import re
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
 
-from jobs.dbstates import cache, images, liquibase, planning, postgres, services, statefs, steps
-from jobs.dbstates.models import Instance, JobStatus, PrepareJob, PrepareTask, State, TaskType
-from jobs.dbstates.services import PlannedTask, error_of
+from jobs.dbstates import cache, images, plans, postgres, selectors, services, statefs, steps
+from jobs.dbstates.models import Instance, JobStatus, PrepareJob
+from jobs.dbstates.plans import Plan, PlanStep
+from jobs.dbstates.services import error_of
 from jobs.registry import JobContext
 from pipeline_project.core.errors import ApplicationError
 from pipeline_project.core.storable import exception_text, failure_text
@@ -44,14 +41,6 @@ def failure(code: str, message: str, details: str = "") -> dict:
     return error_of(code, failure_text(message), failure_text(details, tail=True))
 
 
-@dataclass
-class Plan:
-    image: images.Image
-    request: object  # planning.PsqlRequest or liquibase.LiquibaseRequest
-    steps: list[steps.PlannedStep]
-    tasks: list[PlannedTask]
-
-
 def prepare_job_run(ctx: JobContext) -> dict:
     job_id = ctx.args["job_id"]
     job = services.job_start(job_id=job_id)
@@ -65,10 +54,7 @@ def prepare_job_run(ctx: JobContext) -> dict:
         if job.plan_only:
             services.job_finish(job_id=job_id, result=None)
             return {"status": JobStatus.SUCCEEDED}
-        built = [
-            _state_execute(job, plan, task, step, stop=stop)
-            for task, step in zip(plan.tasks[2:-1], plan.steps, strict=True)
-        ]
+        built = [_state_execute(job, plan, step, stop=stop) for step in plan.steps]
         result = _instance_prepare(job, plan, stop=stop)
         services.job_finish(job_id=job_id, result=result)
         if any(built):  # after the answer, off the client's path
@@ -107,74 +93,34 @@ def _plan(job: PrepareJob, *, stop) -> Plan | None:
     except steps.PlanFailed as exc:
         services.job_finish(job_id=job.job_id, error=failure("plan_failed", str(exc), exc.details))
         return None
-    links = planning.chain(
-        [p.step for p in planned], [p.task_hash for p in planned], resolved_image_id=image.resolved_id
-    )
-    tasks = [
-        PlannedTask("plan", TaskType.PLAN, {"planner_kind": job.prepare_kind}),
-        PlannedTask(
-            "resolve-image",
-            TaskType.RESOLVE_IMAGE,
-            {"image_id": job.image_id, "resolved_image_id": image.resolved_id},
-        ),
-    ]
-    for n, (link, step) in enumerate(zip(links, planned, strict=True)):
-        tasks.append(
-            PlannedTask(
-                f"execute-{n}",
-                TaskType.STATE_EXECUTE,
-                {
-                    "input_kind": link.input_kind,
-                    "input_id": link.input_id,
-                    "task_hash": link.task_hash,
-                    "output_state_id": link.output_state_id,
-                    "cached": State.objects.filter(state_id=link.output_state_id).exists(),
-                    "args_summary": step.summary,
-                    **_changeset_fields(step.step),
-                },
-            )
-        )
-    tasks.append(
-        PlannedTask(
-            "prepare-instance",
-            TaskType.PREPARE_INSTANCE,
-            {"input_kind": "state", "input_id": links[-1].output_state_id, "instance_mode": "ephemeral"},
-        )
-    )
-    if not PrepareTask.objects.filter(job_id=job.job_id).exists():
-        hashes = [link.task_hash for link in links]
-        signature = planning.signature(task_hashes=hashes, resolved_image_id=image.resolved_id, plan_only=job.plan_only)
+    plan = plans.plan_make(job=job, image=image, request=request, planned=planned)
+    if not selectors.job_planned(job_id=job.job_id):
+        signature = plan.signature(plan_only=job.plan_only)
         services.job_plan_store(
-            job_id=job.job_id, resolved_image_id=image.resolved_id, signature=signature, tasks=tasks
+            job_id=job.job_id, resolved_image_id=image.resolved_id, signature=signature, tasks=plan.tasks
         )
         services.jobs_retention_apply(signature=signature)
-    return Plan(image=image, request=request, steps=planned, tasks=tasks)
+    return plan
 
 
-def _changeset_fields(step) -> dict:
-    if not isinstance(step, liquibase.Changeset):
-        return {}
-    return {"changeset_id": step.id, "changeset_author": step.author, "changeset_path": step.path}
-
-
-def _state_execute(job: PrepareJob, plan: Plan, task: PlannedTask, step: steps.PlannedStep, *, stop) -> bool:
-    """Make the task's state (unless the cache has it); True if it was built here."""
-    state_id = task.fields["output_state_id"]
+def _state_execute(job: PrepareJob, plan: Plan, step: PlanStep, *, stop) -> bool:
+    """Make the step's state (unless the cache has it); True if it was built here."""
+    task = step.task
+    state_id = task.output_state_id
     target = statefs.state_dir(plan.image.version, state_id)
-    done_statuses = PrepareTask.objects.filter(job_id=job.job_id, task_id=task.task_id, status=JobStatus.SUCCEEDED)
-    if done_statuses.exists():
+    if selectors.task_succeeded(job_id=job.job_id, task_id=task.task_id):
         return False
     services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.RUNNING)
 
     def built() -> bool:
-        return statefs.is_complete(target, statefs.BUILD_MARKER) and State.objects.filter(state_id=state_id).exists()
+        return statefs.is_complete(target, statefs.BUILD_MARKER) and selectors.state_exists(state_id=state_id)
 
     with statefs.build_lock(target, done=built, stop=stop) as must_build:
         if must_build:
             _state_invalidate(state_id, target)
             source = _input_dir(plan.image, task)
-            _state_build(job, plan, task, step, source=source, target=target, stop=stop)
-    _state_touch(state_id)
+            _state_build(job, plan, step, source=source, target=target, stop=stop)
+    services.state_use(state_id=state_id)
     services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.SUCCEEDED, cached=not must_build)
     return must_build
 
@@ -185,19 +131,20 @@ def _state_invalidate(state_id: str, target) -> None:
     if target.exists():
         log.warning("state %s is dirty or incomplete: rebuilding it", state_id)
         postgres.discard(target)
-    State.objects.filter(state_id=state_id, children__isnull=True, instances__isnull=True).delete()
+    services.state_invalidate(state_id=state_id)
 
 
-def _input_dir(image: images.Image, task: PlannedTask):
-    if task.fields["input_kind"] == "image":
+def _input_dir(image: images.Image, task: plans.StateExecuteTask):
+    if task.parent_state_id is None:
         return steps.base_ensure(image)
-    parent = statefs.state_dir(image.version, task.fields["input_id"])
+    parent = statefs.state_dir(image.version, task.parent_state_id)
     if not statefs.is_complete(parent, statefs.BUILD_MARKER):
-        raise StepFailed("internal_error", f"input state {task.fields['input_id']} is missing or incomplete")
+        raise StepFailed("internal_error", f"input state {task.parent_state_id} is missing or incomplete")
     return parent
 
 
-def _state_build(job, plan: Plan, task: PlannedTask, step, *, source, target, stop) -> None:
+def _state_build(job, plan: Plan, step: PlanStep, *, source, target, stop) -> None:
+    task = step.task
     runtime = statefs.job_runtime_dir(job.job_id)
     _runtime_clear(job.job_id)
     statefs.refuse_runtime_inside_states(runtime)
@@ -205,7 +152,7 @@ def _state_build(job, plan: Plan, task: PlannedTask, step, *, source, target, st
     postgres.own(runtime)
     server = postgres.start(plan.image, runtime)
     clean = False
-    command = steps.step_command(plan.request, plan.image, step.step, server)
+    command = steps.step_command(plan.request, plan.image, step.planned.step, server)
     try:
         code = postgres.run_lines(
             command.args,
@@ -234,23 +181,9 @@ def _state_build(job, plan: Plan, task: PlannedTask, step, *, source, target, st
     target.parent.mkdir(parents=True, exist_ok=True)
     runtime.rename(target)  # the runtime is thrown away anyway: moving it is the snapshot
     statefs.write_marker(target, statefs.BUILD_MARKER)
-    parent = task.fields["input_id"] if task.fields["input_kind"] == "state" else None
-    State.objects.update_or_create(
-        state_id=task.fields["output_state_id"],
-        defaults={
-            "parent_id": parent,
-            "image_id": plan.image.resolved_id,
-            "engine_version": plan.image.version,
-            "prepare_kind": job.prepare_kind,
-            "prepare_args_normalized": task.fields["args_summary"],
-            "task_hash": task.fields["task_hash"],
-            "size_bytes": statefs.size_bytes(target),
-        },
+    services.state_record(
+        task=task, image=plan.image, prepare_kind=job.prepare_kind, size_bytes=statefs.size_bytes(target)
     )
-
-
-def _state_touch(state_id: str) -> None:
-    State.objects.filter(state_id=state_id).update(last_used_at=timezone.now(), use_count=F("use_count") + 1)
 
 
 def _workspaces(job_id: str) -> tuple[Path, Path]:
@@ -264,7 +197,7 @@ def _runtime_clear(job_id: str) -> None:
     for workspace in _workspaces(job_id):
         postgres.discard(workspace)
         statefs.remove(workspace.with_name(workspace.name + ".partial"))
-    if not PrepareJob.objects.filter(job_id=job_id).exists():
+    if not selectors.job_exists(job_id=job_id):
         job_files_remove(job_id)
 
 
@@ -282,7 +215,7 @@ def job_dirs_sweep() -> dict:
     removal of its files): removed, their servers stopped."""
     parent = statefs.root() / "jobs"
     names = [path.name for path in parent.iterdir() if JOB_ID.match(path.name)] if parent.is_dir() else []
-    known = set(PrepareJob.objects.filter(job_id__in=names).values_list("job_id", flat=True))
+    known = selectors.jobs_existing(job_ids=names)
     orphans = [name for name in names if name not in known]
     for job_id in orphans:
         job_files_remove(job_id)
@@ -290,15 +223,14 @@ def job_dirs_sweep() -> dict:
 
 
 def _instance_prepare(job: PrepareJob, plan: Plan, *, stop) -> dict:
-    task = plan.tasks[-1]
-    state_id = task.fields["input_id"]
+    task = plan.instance_task
     services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.RUNNING)
-    instance = instance_start(image=plan.image, state_id=state_id, job_id=job.job_id)
+    instance = instance_start(image=plan.image, state_id=task.input_id, job_id=job.job_id)
     services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.SUCCEEDED)
     return {
         "dsn": instance.dsn,
         "instance_id": instance.instance_id,
-        "state_id": state_id,
+        "state_id": task.input_id,
         "image_id": plan.image.resolved_id,
         "prepare_kind": job.prepare_kind,
         "prepare_args_normalized": job.prepare_args_normalized,
@@ -313,16 +245,9 @@ def instance_start(*, image: images.Image, state_id: str, job_id: str | None) ->
     postgres.own(data_dir)
     try:
         server = postgres.start(image, data_dir)
-        with transaction.atomic():
-            return Instance.objects.create(
-                instance_id=instance_id,
-                state_id=state_id,
-                image_id=image.resolved_id,
-                job_id=job_id,
-                port=server.port,
-                pid=server.pid,
-                runtime_dir=str(data_dir),
-            )
+        return services.instance_create(
+            instance_id=instance_id, state_id=state_id, image=image, job_id=job_id, server=server, data_dir=data_dir
+        )
     except BaseException:
         postgres.discard(data_dir)
         raise

@@ -10,14 +10,11 @@ user, never as the service's, and their connection comes from the environment on
 
 import asyncio
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from django.db import transaction
 from django.utils import timezone
 
-from jobs.dbstates import images, planning, postgres, selectors
-from jobs.dbstates.models import Instance, InstanceStatus
-from pipeline_project.core.errors import ConflictError, NotFoundError
+from jobs.dbstates import images, planning, postgres, selectors, services
+from pipeline_project.core.errors import ConflictError
 
 KINDS = ("psql", "pgbench")
 # Flags that pick the server or the user: the engine connects the client itself.
@@ -54,47 +51,38 @@ def _refuse_connection_flags(kind: str, args: list[str]) -> None:
             )
 
 
-def _commands(request: dict) -> list[RunCommand]:
-    kind = request["kind"]
-    if request.get("steps") is not None:
-        if kind != "psql":
-            raise planning.invalid("steps are for psql runs only")
-        steps = request["steps"]
-        if not isinstance(steps, list) or not 1 <= len(steps) <= MAX_STEPS:
-            raise planning.invalid(f"steps must be an array of 1 to {MAX_STEPS} steps")
-        if request.get("stdin") is not None:
-            raise planning.invalid("steps and stdin are mutually exclusive (give each step its stdin)")
-        commands = []
-        for n, step in enumerate(steps):
-            if not isinstance(step, dict) or set(step) - {"args", "stdin"} or "args" not in step:
-                raise planning.invalid(f"steps[{n}] must be an object with args and an optional stdin")
-            commands.append(
-                RunCommand(
-                    planning.string_args(step["args"], f"steps[{n}].args"),
-                    planning.stdin_text(step.get("stdin"), "stdin"),
-                )
-            )
-        return commands
+def _commands(*, kind: str, args, stdin, steps: list[RunCommand] | None) -> list[RunCommand]:
+    """The commands a run request asks for: its args and stdin, or (psql) its steps."""
+    if steps is None:
+        return [RunCommand(planning.string_args(args, "args"), planning.stdin_text(stdin, "stdin"))]
+    if kind != "psql":
+        raise planning.invalid("steps are for psql runs only")
+    if not 1 <= len(steps) <= MAX_STEPS:
+        raise planning.invalid(f"steps must be an array of 1 to {MAX_STEPS} steps")
+    if stdin is not None:
+        raise planning.invalid("steps and stdin are mutually exclusive (give each step its stdin)")
     return [
-        RunCommand(
-            planning.string_args(request.get("args"), "args"), planning.stdin_text(request.get("stdin"), "stdin")
-        )
+        RunCommand(planning.string_args(step.args, f"steps[{n}].args"), planning.stdin_text(step.stdin, "stdin"))
+        for n, step in enumerate(steps)
     ]
 
 
-def run_prepare(*, instance_ref, kind, args=None, command=None, stdin=None, steps=None) -> RunPlan:
-    """Check a run request and make its instance's server ready (started again if it is gone)."""
+def run_prepare(
+    *, instance_ref, kind, args=None, command=None, stdin=None, steps: list[RunCommand] | None = None
+) -> RunPlan:
+    """Check a run request and make its instance's server ready (started again if it is gone);
+    ``steps``: each step's args and stdin."""
     if kind not in KINDS:
         raise planning.invalid(f"kind must be one of {', '.join(KINDS)}")
     if command not in (None, kind):
         raise planning.invalid(f"command may only be {kind!r} for a {kind} run (or omitted)")
     if not isinstance(instance_ref, str) or not instance_ref:
         raise planning.invalid("instance_ref is required (an instance id or name)")
-    commands = _commands({"kind": kind, "args": args, "stdin": stdin, "steps": steps})
+    commands = _commands(kind=kind, args=args, stdin=stdin, steps=steps)
     for run in commands:
         _refuse_connection_flags(kind, run.args)
     instance, _by_name = selectors.instance_resolve(ref=instance_ref)
-    server, recovery = instance_server_ensure(instance_id=instance.instance_id)
+    server, recovery = services.instance_server_ensure(instance_id=instance.instance_id)
     program = images.image_resolve(instance.image_id).program(kind)
     return RunPlan(
         instance_id=instance.instance_id,
@@ -102,28 +90,6 @@ def run_prepare(*, instance_ref, kind, args=None, command=None, stdin=None, step
         commands=[RunCommand([program, *run.args], run.stdin) for run in commands],
         recovery=recovery,
     )
-
-
-def instance_server_ensure(*, instance_id: str) -> tuple[postgres.Server, list[str]]:
-    """The instance's running server; if it is gone, started again from its runtime directory,
-    with its new port and pid recorded. Returns (server, recovery messages)."""
-    with transaction.atomic():
-        instance = Instance.objects.select_for_update().filter(instance_id=instance_id).first()
-        if instance is None or instance.status != InstanceStatus.ACTIVE:
-            raise NotFoundError(f"instance {instance_id} not found or expired", code="not_found")
-        data_dir = Path(instance.runtime_dir)
-        server = postgres.running(data_dir)
-        if server is not None:
-            return server, []
-        if not (data_dir / "PG_VERSION").exists():
-            raise NotFoundError(f"instance {instance_id} has lost its runtime directory", code="not_found")
-        (data_dir / "postmaster.pid").unlink(missing_ok=True)
-        server = postgres.start(images.image_resolve(instance.image_id), data_dir)
-        old_port = instance.port
-        instance.port, instance.pid = server.port, server.pid
-        instance.save(update_fields=["port", "pid"])
-    message = f"instance {instance_id}: its server was not running; started again from its runtime directory"
-    return server, [f"{message} (port {old_port} → {server.port})"]
 
 
 def _event(kind: str, **fields) -> dict:

@@ -65,6 +65,24 @@ def job_progress_get(*, job_id: str) -> tuple[str, int]:
     return row
 
 
+def job_exists(*, job_id: str) -> bool:
+    return PrepareJob.objects.filter(job_id=job_id).exists()
+
+
+def jobs_existing(*, job_ids: list[str]) -> set[str]:
+    """Those of the ids that name a prepare job (one statement)."""
+    return set(PrepareJob.objects.filter(job_id__in=job_ids).values_list("job_id", flat=True))
+
+
+def job_planned(*, job_id: str) -> bool:
+    """Whether the job's plan is stored (its tasks written)."""
+    return PrepareTask.objects.filter(job_id=job_id).exists()
+
+
+def task_succeeded(*, job_id: str, task_id: str) -> bool:
+    return PrepareTask.objects.filter(job_id=job_id, task_id=task_id, status=JobStatus.SUCCEEDED).exists()
+
+
 @snapshot()
 def job_status_get(*, job_id: str) -> dict:
     """A job's PrepareJobStatus: the job and its tasks from one snapshot."""
@@ -179,8 +197,8 @@ async def job_events_page(*, pool, job_id: str, start: int, limit: int) -> list[
     async with pool.connection() as conn:
         cursor = await conn.execute(
             "SELECT type, ts, task_id, status, message, result, error FROM sqlrs_events"
-            " WHERE job_id = %s AND seq >= %s ORDER BY seq LIMIT %s",
-            [job_id, start, limit],
+            " WHERE job_id = %(job_id)s AND seq >= %(start)s ORDER BY seq LIMIT %(limit)s",
+            {"job_id": job_id, "start": start, "limit": limit},
         )
         rows = await cursor.fetchall()
     return [
@@ -196,8 +214,8 @@ async def job_progress(*, pool, job_id: str) -> tuple[str, int] | None:
     async with pool.connection() as conn:
         cursor = await conn.execute(
             "SELECT status, (SELECT count(*) FROM sqlrs_events WHERE job_id = j.job_id)"
-            " FROM sqlrs_prepare_jobs j WHERE job_id = %s",
-            [job_id],
+            " FROM sqlrs_prepare_jobs j WHERE job_id = %(job_id)s",
+            {"job_id": job_id},
         )
         row = await cursor.fetchone()
     return (row[0], row[1]) if row else None
@@ -316,6 +334,15 @@ def states_list(*, id_prefix: str | None = None, kind: str | None = None, image:
     if _text_filter(image, "image"):
         states = states.filter(Q(image_id=image) | Q(image_id__startswith=f"{image}@"))
     return states
+
+
+def state_exists(*, state_id: str) -> bool:
+    return State.objects.filter(state_id=state_id).exists()
+
+
+def states_existing(*, state_ids: list[str]) -> set[str]:
+    """Those of the ids that name a state (one statement)."""
+    return set(State.objects.filter(state_id__in=state_ids).values_list("state_id", flat=True))
 
 
 def state_get(*, state_id: str) -> State:

@@ -63,6 +63,12 @@ class RunStepSerializer(RequestSerializer):
     stdin = _optional(_text)
 
 
+def run_steps(body: dict) -> list[runs.RunCommand] | None:
+    """A validated run body's steps as the service takes them (None: not given)."""
+    steps = body.get("steps")
+    return None if steps is None else [runs.RunCommand(step["args"], step.get("stdin")) for step in steps]
+
+
 class RunRequestSerializer(RequestSerializer):
     """sqlrs's RunRequest (``args`` may be left out when ``steps`` are given)."""
 

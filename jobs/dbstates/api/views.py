@@ -173,7 +173,7 @@ class PrepareJobView(EngineView):
 
     @accepts(query=s.DeleteQuery)
     def delete(self, request, job_id, *, query):
-        return _deleted(deletion.prepare_job_delete(job_id=job_id, force=query["force"], dry_run=query["dry_run"]))
+        return _deleted(services.prepare_job_delete(job_id=job_id, force=query["force"], dry_run=query["dry_run"]))
 
 
 @extend_schema(exclude=True)
@@ -230,7 +230,7 @@ class InstanceView(EngineView):
     @accepts(query=s.DeleteQuery)
     def delete(self, request, ref, *, query):
         instance, _by_name = selectors.instance_resolve(ref=ref)
-        result = deletion.instance_delete(
+        result = services.instance_delete(
             instance_id=instance.instance_id, force=query["force"], dry_run=query["dry_run"]
         )
         return _deleted(result)
@@ -268,7 +268,7 @@ class RunsView(EngineView):
             command=body.get("command"),
             args=body.get("args"),
             stdin=body.get("stdin"),
-            steps=body.get("steps"),
+            steps=s.run_steps(body),
         )
         return run_response(plan)
 
@@ -293,7 +293,7 @@ class StateView(EngineView):
 
     @accepts(query=s.StateDeleteQuery)
     def delete(self, request, state_id, *, query):
-        result = deletion.state_delete(
+        result = services.state_delete(
             state_id=state_id, recurse=query["recurse"], force=query["force"], dry_run=query["dry_run"]
         )
         return _deleted(result)

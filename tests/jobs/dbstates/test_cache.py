@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobs.dbstates import cache, config, deletion
+from jobs.dbstates import cache, config, deletion, services
 from jobs.dbstates.models import CacheEviction, Instance, State
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.dbstates.helpers import prepared
@@ -14,7 +14,7 @@ pytestmark = ALL_DATABASES_COMMITTED
 
 def unreferenced_state(sql: str) -> State:
     job = prepared(["-c", sql])
-    deletion.instance_delete(instance_id=job.result["instance_id"], force=True)
+    services.instance_delete(instance_id=job.result["instance_id"], force=True)
     return State.objects.get(state_id=job.result["state_id"])
 
 
@@ -73,7 +73,7 @@ def test_a_state_blocked_meanwhile_is_passed_over_not_asked_again(monkeypatch):
         asked.append(state_id)
         return deletion.DeleteResult(dry_run=False, outcome="blocked", root=deletion.Node("state", state_id))
 
-    monkeypatch.setattr(deletion, "state_delete", blocked)
+    monkeypatch.setattr(services, "state_delete", blocked)
 
     assert cache.cache_evict(trigger="test")["evicted"] == 0
     assert len(asked) == 1 and State.objects.count() == 1

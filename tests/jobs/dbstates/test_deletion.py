@@ -7,7 +7,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from jobs.dbstates import deletion, executor, images, postgres, services, statefs, steps
+from jobs.dbstates import executor, images, postgres, services, statefs, steps
 from jobs.dbstates.models import EngineConfig, Instance, PrepareJob, PrepareTask, State
 from jobs.models import Job
 from tests.conftest import ALL_DATABASES_COMMITTED
@@ -31,7 +31,7 @@ def test_an_instance_with_a_client_connected_is_blocked_unless_forced():
     job = prepared(BASE)
     instance_id = job.result["instance_id"]
     with psycopg.connect(job.result["dsn"], autocommit=True) as client:
-        blocked = deletion.instance_delete(instance_id=instance_id)
+        blocked = services.instance_delete(instance_id=instance_id)
         assert blocked.outcome == "blocked"
         assert node_of(blocked, "instance") == {
             **node_of(blocked, "instance"),
@@ -40,7 +40,7 @@ def test_an_instance_with_a_client_connected_is_blocked_unless_forced():
         }
         assert Instance.objects.filter(instance_id=instance_id).exists()
 
-        forced = deletion.instance_delete(instance_id=instance_id, force=True)
+        forced = services.instance_delete(instance_id=instance_id, force=True)
 
         assert forced.outcome == "deleted"
         with pytest.raises(psycopg.OperationalError):
@@ -54,11 +54,11 @@ def test_a_state_with_descendants_needs_recurse_and_a_blocked_descendant_blocks_
     child_job = prepared([*BASE, "-c", "CREATE TABLE child (a int)"])
     root_id = parent_job.result["state_id"]
 
-    alone = deletion.state_delete(state_id=root_id)
+    alone = services.state_delete(state_id=root_id)
     assert alone.outcome == "blocked" and alone.as_dict()["root"]["blocked"] == "has_descendants"
 
     with psycopg.connect(child_job.result["dsn"]):
-        tree = deletion.state_delete(state_id=root_id, recurse=True, dry_run=True)
+        tree = services.state_delete(state_id=root_id, recurse=True, dry_run=True)
     assert tree.outcome == "blocked" and tree.dry_run
     root = tree.as_dict()["root"]
     assert root["blocked"] == "blocked_by_descendant"
@@ -67,9 +67,9 @@ def test_a_state_with_descendants_needs_recurse_and_a_blocked_descendant_blocks_
     assert child_state["children"][0] == {**child_state["children"][0], "blocked": "active_connections"}
     assert State.objects.count() == 2 and Instance.objects.count() == 2  # nothing deleted partially
 
-    preview = deletion.state_delete(state_id=root_id, recurse=True, dry_run=True)
+    preview = services.state_delete(state_id=root_id, recurse=True, dry_run=True)
     assert preview.outcome == "would_delete" and State.objects.count() == 2
-    done = deletion.state_delete(state_id=root_id, recurse=True)
+    done = services.state_delete(state_id=root_id, recurse=True)
     assert done.outcome == "deleted"
     assert not State.objects.exists() and not Instance.objects.exists()
     assert not any(statefs.root().glob(f"engines/postgres/*/states/{root_id}"))
@@ -84,7 +84,7 @@ def test_a_state_a_running_task_reads_is_blocked_by_active_tasks():
             timeout=30,
             what="the second step to run",
         )
-        result = deletion.state_delete(state_id=root_id, recurse=True, force=True)
+        result = services.state_delete(state_id=root_id, recurse=True, force=True)
         services.prepare_job_cancel(job_id=job.job_id)
         wait_terminal(job.job_id)
 
@@ -101,14 +101,14 @@ def test_a_running_job_is_blocked_unless_forced_which_cancels_it():
         )
         runtime = statefs.job_runtime_dir(job.job_id)
         server = wait_for(lambda: postgres.running(runtime), timeout=30, what="the step's server")
-        blocked = deletion.prepare_job_delete(job_id=job.job_id)
+        blocked = services.prepare_job_delete(job_id=job.job_id)
         assert blocked.as_dict() == {
             "dry_run": False,
             "outcome": "blocked",
             "root": {"kind": "job", "id": job.job_id, "blocked": "active_tasks"},
         }
 
-        forced = deletion.prepare_job_delete(job_id=job.job_id, force=True)
+        forced = services.prepare_job_delete(job_id=job.job_id, force=True)
 
         assert forced.outcome == "deleted" and not PrepareJob.objects.filter(job_id=job.job_id).exists()
         wait_for(lambda: not statefs.job_dir(job.job_id).exists(), timeout=15, what="the job's directory to go")

@@ -1,4 +1,5 @@
-"""State changes of prepare jobs: submit, events, status, cancel, retention, delete (seed 1.3, 2.1).
+"""State changes of prepare jobs: submit, events, status, cancel, retention (seed 1.3, 2.1; their
+deletion: ``deletions``).
 
 A job's status and the events that report it are written in one transaction, under the
 job's row lock, so the events stream never shows a status the job does not have, and the
@@ -6,7 +7,7 @@ API (cancel) and the worker running the job never interleave their writes.
 """
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
@@ -15,6 +16,7 @@ from django.utils import timezone
 
 from jobs.dbstates import images, planning, steps
 from jobs.dbstates.models import EventType, JobStatus, PrepareEvent, PrepareJob, PrepareTask
+from jobs.dbstates.plans import PlannedTask
 from jobs.dbstates.steps import PrepareRequest
 from jobs.services.operators import Selection, jobs_cancel
 from jobs.services.producers import JobSpec, job_enqueue
@@ -122,31 +124,23 @@ def job_start(*, job_id: str) -> PrepareJob | None:
         return job
 
 
-@dataclass
-class PlannedTask:
-    task_id: str
-    type: str
-    fields: dict = field(default_factory=dict)
-
-
 def job_plan_store(*, job_id: str, resolved_image_id: str, signature: str, tasks: list[PlannedTask]) -> None:
-    """Store the plan: its tasks (queued, or succeeded for plan and resolve-image) with their events."""
+    """Store the plan: its tasks (queued, or succeeded for those planning did) with their events."""
     with transaction.atomic():
         if _locked(job_id) is None:
             return
         PrepareJob.objects.filter(job_id=job_id).update(resolved_image_id=resolved_image_id, signature=signature)
         now = timezone.now()
-        done = {"plan", "resolve-image"}
         PrepareTask.objects.bulk_create(
             PrepareTask(
                 job_id=job_id,
                 position=i,
                 task_id=task.task_id,
                 type=task.type,
-                status=JobStatus.SUCCEEDED if task.task_id in done else JobStatus.QUEUED,
-                started_at=now if task.task_id in done else None,
-                finished_at=now if task.task_id in done else None,
-                **task.fields,
+                status=JobStatus.SUCCEEDED if task.done_when_planned else JobStatus.QUEUED,
+                started_at=now if task.done_when_planned else None,
+                finished_at=now if task.done_when_planned else None,
+                **task.columns,
             )
             for i, task in enumerate(tasks)
         )
@@ -154,8 +148,9 @@ def job_plan_store(*, job_id: str, resolved_image_id: str, signature: str, tasks
             job_id,
             [Event(EventType.TASK, task_id=task.task_id, status=JobStatus.QUEUED) for task in tasks]
             + [
-                Event(EventType.TASK, task_id=task_id, status=JobStatus.SUCCEEDED)
-                for task_id in ("plan", "resolve-image")
+                Event(EventType.TASK, task_id=task.task_id, status=JobStatus.SUCCEEDED)
+                for task in tasks
+                if task.done_when_planned
             ],
         )
 

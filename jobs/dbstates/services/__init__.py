@@ -1,0 +1,52 @@
+"""State changes of the engine, in four parts: prepare jobs (``jobs``), states (``states``),
+instances (``instances``) and deletions (``deletions``). Each owns its transaction and locking;
+callers import the names from here: ``from jobs.dbstates import services; services.job_finish(...)``.
+"""
+
+from jobs.dbstates.services.deletions import instance_delete, prepare_job_delete, state_delete
+from jobs.dbstates.services.instances import instance_create, instance_server_ensure
+from jobs.dbstates.services.jobs import (
+    MAX_IMAGE_ID,
+    PREPARE_TASK,
+    Event,
+    error_of,
+    job_events_add,
+    job_finish,
+    job_log,
+    job_plan_store,
+    job_start,
+    jobs_retention_apply,
+    prepare_job_cancel,
+    prepare_job_submit,
+    prepare_jobs_reconcile,
+    prepare_request_check,
+    task_status_set,
+)
+from jobs.dbstates.services.states import cache_eviction_record, state_invalidate, state_record, state_use
+
+__all__ = [
+    "MAX_IMAGE_ID",
+    "PREPARE_TASK",
+    "Event",
+    "cache_eviction_record",
+    "error_of",
+    "instance_create",
+    "instance_delete",
+    "instance_server_ensure",
+    "job_events_add",
+    "job_finish",
+    "job_log",
+    "job_plan_store",
+    "job_start",
+    "jobs_retention_apply",
+    "prepare_job_cancel",
+    "prepare_job_delete",
+    "prepare_job_submit",
+    "prepare_jobs_reconcile",
+    "prepare_request_check",
+    "state_delete",
+    "state_invalidate",
+    "state_record",
+    "state_use",
+    "task_status_set",
+]
