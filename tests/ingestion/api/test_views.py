@@ -140,7 +140,7 @@ def test_an_unknown_query_parameter_is_a_400_not_every_row(api, path):
 
 def test_an_item_written_to_a_canceled_run_is_a_409(api):
     run = new_run()
-    services.run_cancel(run_id=run.id)
+    services.run_cancel(run_id=run.id, by="test")
     response = api.post("/api/v1/ingestion/items", item(run), format="json")
     assert response.status_code == 409 and response.json()["code"] == "run_canceled"
 
