@@ -62,6 +62,11 @@ class ItemsUpsertSerializer(RequestSerializer):
 
     items = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_ITEMS_PER_CALL)
 
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and "items" not in data:
+            data = {"items": [data]}  # one item
+        return super().to_internal_value(data)
+
 
 class UpsertedSerializer(serializers.Serializer):
     id = serializers.IntegerField()

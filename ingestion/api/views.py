@@ -110,7 +110,5 @@ class ItemListView(generics.ListAPIView):
         summary='Upsert one item (an object) or many ({"items": [...]}) by (run_id, item_key)',
     )
     def post(self, request):
-        data = request.data
-        single = isinstance(data, dict) and "items" not in data
-        body = validated(s.ItemsUpsertSerializer, {"items": [data]} if single else data)
-        return Response({"items": services.items_upsert(items=body["items"])})
+        body = validated(s.ItemsUpsertSerializer, request.data)
+        return Response(s.UpsertResultSerializer({"items": services.items_upsert(items=body["items"])}).data)
