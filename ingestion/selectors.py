@@ -1,6 +1,7 @@
 """Reads of ingestion runs and items."""
 
 import uuid
+from collections.abc import Iterable
 
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Subquery, TextField, Value
 from django.db.models.functions import Cast, Coalesce, Concat
@@ -24,8 +25,10 @@ STAGE_LABELS = {ItemStage.DISCOVERY: "Discovery", ItemStage.DOCUMENTS: "Document
 LIST_LIMIT = 200  # items per list on a run's page; the admin lists them all
 
 
-def run_list() -> QuerySet[IngestionRun]:
-    return IngestionRun.objects.select_related("source")
+def run_list(*, status: Iterable[str] = (), source: int | None = None) -> QuerySet[IngestionRun]:
+    """Runs with their source; of these statuses and this source when given."""
+    runs = IngestionRun.objects.select_related("source")
+    return runs.filter(**_given(status__in=list(status) or None, source_id=source))
 
 
 def run_get(*, run_id: uuid.UUID) -> IngestionRun:
@@ -35,8 +38,31 @@ def run_get(*, run_id: uuid.UUID) -> IngestionRun:
     return run
 
 
-def item_list() -> QuerySet[IngestionItem]:
-    return IngestionItem.objects.all()
+def item_list(
+    *,
+    run: uuid.UUID | None = None,
+    source: int | None = None,
+    stage: str | None = None,
+    item_type: str | None = None,
+    status: Iterable[str] = (),
+    needs_review: bool | None = None,
+) -> QuerySet[IngestionItem]:
+    """Items of this run, source, stage, type, these statuses and review flag, when given."""
+    return IngestionItem.objects.filter(
+        **_given(
+            run_id=run,
+            source_id=source,
+            stage=stage,
+            item_type=item_type,
+            status__in=list(status) or None,
+            needs_review=needs_review,
+        )
+    )
+
+
+def _given(**lookups) -> dict:
+    """The lookups of the filters given (None: not given)."""
+    return {lookup: value for lookup, value in lookups.items() if value is not None}
 
 
 def runs_active() -> QuerySet[IngestionRun]:

@@ -89,6 +89,7 @@ COLUMNS = """
     first_seen_at, last_seen_at, created_at, updated_at
 """
 
+_RECORD_COLUMNS = ", ".join(f"{name} {_COLUMN_TYPES.get(name, 'text')}" for name in ITEM_FIELDS)
 # The template for a batch: its VALUES row becomes a SELECT over the batch's items.
 _UPSERT = f"""
 INSERT INTO ingestion_items ({COLUMNS})
@@ -97,7 +98,7 @@ SELECT
     x.status, x.ingest_reason, x.job_id, x.document_url, x.filename, x.file_checksum, x.file_kind,
     x.error_message, x.last_error_message, x.needs_review, x.review_reason, coalesce(x.context_json, '{{}}'::jsonb),
     x.payload_json, now(), now(), now(), now()
-FROM jsonb_to_recordset(%(items)s::jsonb) AS x({", ".join(f"{name} {_COLUMN_TYPES.get(name, 'text')}" for name in ITEM_FIELDS)})
+FROM jsonb_to_recordset(%(items)s::jsonb) AS x({_RECORD_COLUMNS})
 {ON_CONFLICT}
 RETURNING id, item_key, xmax = 0
 """
@@ -207,7 +208,8 @@ def _lock_runs(items: list[dict]) -> None:
     was not canceled. Held to the commit: a cancel waits for this write, or came first and is seen."""
     wanted = sorted({item["run_id"] for item in items})
     found = sql.rows(
-        "SELECT id, source_id, status FROM ingestion_runs WHERE id = ANY(%(runs)s::uuid[]) ORDER BY id FOR NO KEY UPDATE",
+        "SELECT id, source_id, status FROM ingestion_runs WHERE id = ANY(%(runs)s::uuid[]) "
+        "ORDER BY id FOR NO KEY UPDATE",
         {"runs": wanted},
     )
     runs = {str(run_id): (source_id, status) for run_id, source_id, status in found}
