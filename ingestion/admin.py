@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.utils.html import format_html
 
-from ingestion import pipeline, politeness
+from ingestion import politeness, services
 from ingestion.fetching import origin_of
 from ingestion.models import IngestionItem, IngestionRun, Source
 from pipeline_project.core.admin import ReadOnlyAdminMixin
@@ -64,7 +64,7 @@ class SourceForm(forms.ModelForm):
 def run_sources(modeladmin, request, queryset):
     for source in queryset:
         try:
-            run = pipeline.run_start(source_id=source.id)
+            run = services.run_start(source_id=source.id)
         except ApplicationError as error:
             modeladmin.message_user(request, f"{source.name}: {error.message}", messages.ERROR)
         else:

@@ -15,7 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from ingestion import pipeline, selectors
+from ingestion import selectors, services
 from ingestion.models import ENDED_RUN_STATUSES, IngestionRun, Source
 from pipeline_project.core.errors import ApplicationError, NotFoundError
 from pipeline_project.core.snapshot import snapshot
@@ -102,7 +102,7 @@ def run_page(request, run_id: uuid.UUID):
 def source_run(request, source_id: int):
     _require(request, "add")
     try:
-        run = pipeline.run_start(source_id=source_id)
+        run = services.run_start(source_id=source_id)
     except NotFoundError:
         raise Http404("no such source") from None
     except ApplicationError as error:
@@ -121,10 +121,10 @@ def run_action(request, run_id: uuid.UUID, action: str):
     by = request.user.get_username()
     try:
         if action == "cancel":
-            pipeline.run_cancel(run_id=run_id, by=by)
+            services.run_cancel(run_id=run_id, by=by)
             messages.success(request, "Run canceled; its running jobs were asked to stop.")
         else:
-            retried = pipeline.run_retry_failed(run_id=run_id, by=by)
+            retried = services.run_retry_failed(run_id=run_id, by=by)
             messages.success(request, f"{retried} failed job(s) queued again.")
     except NotFoundError:
         raise Http404("no such run") from None

@@ -2,11 +2,11 @@
 
 from django.conf import settings
 
-from ingestion import pipeline
+from ingestion import services
 from jobs.runtime.periodic import PeriodicTask
 from jobs.runtime.registry import periodic_tasks
 
 
 @periodic_tasks
 def ingestion_tasks(config) -> list[PeriodicTask]:
-    return [PeriodicTask("ingestion.settle", settings.INGESTION_SETTLE_PERIOD_SEC, pipeline.runs_settle)]
+    return [PeriodicTask("ingestion.settle", settings.INGESTION_SETTLE_PERIOD_SEC, services.runs_settle)]

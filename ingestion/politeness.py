@@ -55,9 +55,14 @@ class Turn:
     def renew_if_due(self) -> None:
         if time.monotonic() >= self.renew_at:
             sql.execute(
-                "UPDATE ingestion_host_slots SET expires_at = clock_timestamp() + %s * interval '1 second' "
-                "WHERE host = %s AND slot = %s AND holder = %s",
-                [settings.INGESTION_HOST_SLOT_TTL_SEC, self.host, self.slot, self.holder],
+                "UPDATE ingestion_host_slots SET expires_at = clock_timestamp() + %(ttl)s * interval '1 second' "
+                "WHERE host = %(host)s AND slot = %(slot)s AND holder = %(holder)s",
+                {
+                    "ttl": settings.INGESTION_HOST_SLOT_TTL_SEC,
+                    "host": self.host,
+                    "slot": self.slot,
+                    "holder": self.holder,
+                },
             )
             self.renew_at = time.monotonic() + settings.INGESTION_HOST_SLOT_TTL_SEC / 3
 
@@ -77,8 +82,8 @@ def host_turn(
     finally:
         sql.execute(
             "UPDATE ingestion_host_slots SET holder = NULL, expires_at = NULL "
-            "WHERE host = %s AND slot = %s AND holder = %s",
-            [host, slot, holder],
+            "WHERE host = %(host)s AND slot = %(slot)s AND holder = %(holder)s",
+            {"host": host, "slot": slot, "holder": holder},
         )
 
 

@@ -1,9 +1,10 @@
 """Reads of ingestion runs and items."""
 
 import uuid
+from collections.abc import Iterable
 
-from django.db.models import Count, Max, Min, Q, QuerySet
-from django.db.models.fields.json import KT
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Subquery, TextField, Value
+from django.db.models.functions import Cast, Coalesce, Concat
 
 from ingestion.models import (
     ACTIVE_RUN_STATUSES,
@@ -15,7 +16,8 @@ from ingestion.models import (
     ItemStatus,
 )
 from ingestion.stats import STATS_SHAPE
-from jobs.models import Job
+from jobs.models import Job, JobStatus
+from jobs.selectors import jobs_with_args
 from pipeline_project.core.errors import NotFoundError
 
 PROBLEM_STATUSES = (ItemStatus.FAILED, ItemStatus.REVIEW_REQUIRED)
@@ -23,8 +25,10 @@ STAGE_LABELS = {ItemStage.DISCOVERY: "Discovery", ItemStage.DOCUMENTS: "Document
 LIST_LIMIT = 200  # items per list on a run's page; the admin lists them all
 
 
-def run_list() -> QuerySet[IngestionRun]:
-    return IngestionRun.objects.select_related("source")
+def run_list(*, status: Iterable[str] = (), source: int | None = None) -> QuerySet[IngestionRun]:
+    """Runs with their source; of these statuses and this source when given."""
+    runs = IngestionRun.objects.select_related("source")
+    return runs.filter(**_given(status__in=list(status) or None, source_id=source))
 
 
 def run_get(*, run_id: uuid.UUID) -> IngestionRun:
@@ -34,8 +38,31 @@ def run_get(*, run_id: uuid.UUID) -> IngestionRun:
     return run
 
 
-def item_list() -> QuerySet[IngestionItem]:
-    return IngestionItem.objects.all()
+def item_list(
+    *,
+    run: uuid.UUID | None = None,
+    source: int | None = None,
+    stage: str | None = None,
+    item_type: str | None = None,
+    status: Iterable[str] = (),
+    needs_review: bool | None = None,
+) -> QuerySet[IngestionItem]:
+    """Items of this run, source, stage, type, these statuses and review flag, when given."""
+    return IngestionItem.objects.filter(
+        **_given(
+            run_id=run,
+            source_id=source,
+            stage=stage,
+            item_type=item_type,
+            status__in=list(status) or None,
+            needs_review=needs_review,
+        )
+    )
+
+
+def _given(**lookups) -> dict:
+    """The lookups of the filters given (None: not given)."""
+    return {lookup: value for lookup, value in lookups.items() if value is not None}
 
 
 def runs_active() -> QuerySet[IngestionRun]:
@@ -74,9 +101,41 @@ def run_timeline(*, run: IngestionRun) -> list[dict]:
 
 
 def run_jobs(*, run: IngestionRun) -> QuerySet[Job]:
-    # args ? 'run_id' and args ->> 'run_id': the expressions of the index on dl_jobs for runs' jobs.
-    jobs = Job.objects.annotate(run_id_text=KT("args__run_id"))
-    return jobs.filter(args__has_key="run_id", run_id_text=str(run.id)).order_by("created_at")
+    return jobs_with_args(values={"run_id": str(run.id)})
+
+
+def _jobs_of_outer_run(statuses=None) -> QuerySet[Job]:
+    return jobs_with_args(values={"run_id": Cast(OuterRef("id"), TextField())}, statuses=statuses)
+
+
+def runs_to_settle() -> QuerySet[IngestionRun]:
+    """Pending and running runs whose jobs have all finished (they have some, none queued or
+    running), with what settling them needs: ``failed_items``, ``first_failure`` (the first
+    failed item's stage and error) and ``failed_job`` (the first job that did not succeed: its
+    task and error)."""
+    failed_items = IngestionItem.objects.filter(run_id=OuterRef("id"), status=ItemStatus.FAILED).order_by("id")
+    text = TextField()
+    first_failure = Concat(
+        "stage",
+        Value(": "),
+        Coalesce("last_error_message", "error_message", Value("failed"), output_field=text),
+        output_field=text,
+    )
+    unsucceeded_jobs = _jobs_of_outer_run().exclude(status=JobStatus.SUCCEEDED)
+    failed_job = Concat(
+        "task", Value(": "), Coalesce("error", Cast("status", text), output_field=text), output_field=text
+    )
+    return (
+        IngestionRun.objects.filter(status__in=ACTIVE_RUN_STATUSES)
+        .only("id", "status")
+        .filter(Exists(_jobs_of_outer_run()))
+        .exclude(Exists(_jobs_of_outer_run(statuses=(JobStatus.QUEUED, JobStatus.RUNNING))))
+        .annotate(
+            failed_items=Count("items", filter=Q(items__status=ItemStatus.FAILED)),
+            first_failure=Subquery(failed_items.annotate(text=first_failure).values("text")[:1]),
+            failed_job=Subquery(unsucceeded_jobs.annotate(text=failed_job).values("text")[:1]),
+        )
+    )
 
 
 def run_stats_rows(*, run: IngestionRun) -> list[tuple[str, list[tuple[str, int]]]]:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import transaction
 
-from ingestion import extraction, fetching, keys, links, pipeline, services
+from ingestion import extraction, fetching, keys, links, services
 from ingestion.models import ITEM_TYPE_OF_STAGE, IngestionItem, IngestionRun, ItemStage, Source
 from ingestion.stopping import NEVER, Stopped
 from pipeline_project.core.errors import ConflictError
@@ -55,7 +55,7 @@ class Step:
         return StepFailed(message)
 
     def enqueue(self, task: str, item_key: str, args: dict) -> None:
-        pipeline.job_enqueue(
+        services.step_job_enqueue(
             run_id=self.run_id,
             source_id=self.source.id,
             task=task,

@@ -1,15 +1,17 @@
 """Reads of the job queue."""
 
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import Count, Q
+from django.db.models import Count, Expression, Q, QuerySet
+from django.db.models.fields.json import KT
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from jobs.models import FINISHED_STATUSES, Job, JobEvent, JobStatus, PeriodicTask, Queue, Worker
+from pipeline_project.core import sql
 from pipeline_project.core.errors import NotFoundError
 
 
@@ -33,23 +35,37 @@ def job_status(*, job_id: uuid.UUID) -> str | None:
     return Job.objects.filter(job_id=job_id).values_list("status", flat=True).first()
 
 
+def jobs_with_args(*, values: dict[str, str | Expression], statuses: Iterable[str] | None = None) -> QuerySet[Job]:
+    """Jobs whose args hold each key of ``values`` with that text value (an expression, such as
+    an ``OuterRef`` cast to text, makes it a subquery), in ``statuses`` if given, oldest first.
+
+    Compared as ``args ? key AND args ->> key = value``: the expressions an app's partial index
+    on dl_jobs can serve (ingestion's on ``args ->> 'run_id'``), which ``args @> ...`` is not."""
+    jobs = Job.objects.all()
+    for number, (key, value) in enumerate(values.items()):
+        jobs = jobs.annotate(**{f"arg_{number}": KT(f"args__{key}")}).filter(
+            args__has_key=key, **{f"arg_{number}": value}
+        )
+    if statuses is not None:
+        jobs = jobs.filter(status__in=list(statuses))
+    return jobs.order_by("created_at", "job_id")
+
+
 def next_available_at(*, queues: list[str]) -> datetime | None:
     """When the earliest not-yet-available queued job of these queues becomes available.
 
     Reads the seed's ix_dl_jobs_claim index (queue, available_at) once per queue.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT min(soonest) FROM unnest(%s::text[]) AS q(name), LATERAL (
-                SELECT available_at AS soonest FROM dl_jobs
-                WHERE status = 'queued' AND queue = q.name AND available_at > now()
-                ORDER BY available_at LIMIT 1
-            ) AS next_job
-            """,
-            [queues],
-        )
-        return cursor.fetchone()[0]
+    return sql.rows(
+        """
+        SELECT min(soonest) FROM unnest(%(queues)s::text[]) AS q(name), LATERAL (
+            SELECT available_at AS soonest FROM dl_jobs
+            WHERE status = 'queued' AND queue = q.name AND available_at > now()
+            ORDER BY available_at LIMIT 1
+        ) AS next_job
+        """,
+        {"queues": queues},
+    )[0][0]
 
 
 def queue_depths() -> dict[str, dict[str, int]]:
@@ -122,48 +138,51 @@ def throughput(*, minutes: int = 60) -> list[dict]:
 def queue_activity(*, minutes: int = 60) -> dict[str, dict]:
     """Per queue, over the last ``minutes``: jobs finished per minute (succeeded, failed: failed,
     canceled or lost), and p50/p95 seconds of wait (ready → picked) and of run (the handler)."""
-    since = f"now() - make_interval(mins => {int(minutes)})"
+    since = {"minutes": int(minutes)}
     activity: dict[str, dict] = {}
 
     def queue(name: str) -> dict:
         return activity.setdefault(name, {"per_minute": {}, "wait": None, "run": None})
 
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT queue, date_trunc('minute', finished_at),
-                   count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status <> 'succeeded')
-            FROM dl_jobs WHERE finished_at >= {since} GROUP BY 1, 2
-            """
-        )
-        for name, minute, succeeded, failed in cursor.fetchall():
-            queue(name)["per_minute"][minute] = {"succeeded": succeeded, "failed": failed}
-        # Wait: each pick since the job was ready, that is since its queued or requeue event (or the
-        # available_at that event set, for scheduled jobs and retries).
-        cursor.execute(
-            f"""
-            SELECT p.queue, percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY extract(epoch FROM p.ts - ready.at))
-            FROM dl_job_events p
-            CROSS JOIN LATERAL (
-                SELECT GREATEST(e.ts, COALESCE((e.payload->>'available_at')::timestamptz, e.ts)) AS at
-                FROM dl_job_events e
-                WHERE e.job_id = p.job_id AND e.event_id < p.event_id AND e.kind IN ('queued', 'requeue')
-                ORDER BY e.event_id DESC LIMIT 1
-            ) AS ready
-            WHERE p.kind = 'picked' AND p.ts >= {since}
-            GROUP BY p.queue
-            """
-        )
-        for name, (p50, p95) in cursor.fetchall():
-            queue(name)["wait"] = {"p50": max(0.0, p50), "p95": max(0.0, p95)}
-        cursor.execute(
-            f"""
-            SELECT queue, percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY (payload->>'duration_ms')::float8 / 1000)
-            FROM dl_job_events WHERE ts >= {since} AND payload ? 'duration_ms' GROUP BY queue
-            """
-        )
-        for name, (p50, p95) in cursor.fetchall():
-            queue(name)["run"] = {"p50": p50, "p95": p95}
+    finished = sql.rows(
+        """
+        SELECT queue, date_trunc('minute', finished_at),
+               count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status <> 'succeeded')
+        FROM dl_jobs WHERE finished_at >= now() - make_interval(mins => %(minutes)s) GROUP BY 1, 2
+        """,
+        since,
+    )
+    for name, minute, succeeded, failed in finished:
+        queue(name)["per_minute"][minute] = {"succeeded": succeeded, "failed": failed}
+    # Wait: each pick since the job was ready, that is since its queued or requeue event (or the
+    # available_at that event set, for scheduled jobs and retries).
+    waits = sql.rows(
+        """
+        SELECT p.queue, percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY extract(epoch FROM p.ts - ready.at))
+        FROM dl_job_events p
+        CROSS JOIN LATERAL (
+            SELECT GREATEST(e.ts, COALESCE((e.payload->>'available_at')::timestamptz, e.ts)) AS at
+            FROM dl_job_events e
+            WHERE e.job_id = p.job_id AND e.event_id < p.event_id AND e.kind IN ('queued', 'requeue')
+            ORDER BY e.event_id DESC LIMIT 1
+        ) AS ready
+        WHERE p.kind = 'picked' AND p.ts >= now() - make_interval(mins => %(minutes)s)
+        GROUP BY p.queue
+        """,
+        since,
+    )
+    for name, (p50, p95) in waits:
+        queue(name)["wait"] = {"p50": max(0.0, p50), "p95": max(0.0, p95)}
+    runs = sql.rows(
+        """
+        SELECT queue, percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY (payload->>'duration_ms')::float8 / 1000)
+        FROM dl_job_events WHERE ts >= now() - make_interval(mins => %(minutes)s) AND payload ? 'duration_ms'
+        GROUP BY queue
+        """,
+        since,
+    )
+    for name, (p50, p95) in runs:
+        queue(name)["run"] = {"p50": p50, "p95": p95}
     return activity
 
 
@@ -189,8 +208,8 @@ async def job_events_page(*, pool, job_id: uuid.UUID, after: int, limit: int) ->
     async with pool.connection() as conn:
         cursor = await conn.execute(
             "SELECT event_id, job_id, queue, ts, kind, payload FROM dl_job_events "
-            "WHERE job_id = %s AND event_id > %s ORDER BY event_id LIMIT %s",
-            [job_id, after, limit],
+            "WHERE job_id = %(job_id)s AND event_id > %(after)s ORDER BY event_id LIMIT %(limit)s",
+            {"job_id": job_id, "after": after, "limit": limit},
         )
         rows = await cursor.fetchall()
     return [
@@ -208,6 +227,6 @@ async def job_events_page(*, pool, job_id: uuid.UUID, after: int, limit: int) ->
 
 async def job_status_of(*, pool, job_id: uuid.UUID) -> str | None:
     async with pool.connection() as conn:
-        cursor = await conn.execute("SELECT status::text FROM dl_jobs WHERE job_id = %s", [job_id])
+        cursor = await conn.execute("SELECT status::text FROM dl_jobs WHERE job_id = %(job_id)s", {"job_id": job_id})
         row = await cursor.fetchone()
     return row[0] if row else None

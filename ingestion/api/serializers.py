@@ -1,8 +1,11 @@
 from rest_framework import serializers
 
-from ingestion.models import IngestionItem, IngestionRun, RunStage, RunStatus
+from ingestion.models import IngestionItem, IngestionRun, ItemStage, ItemStatus, ItemType, RunStage, RunStatus
 from ingestion.services import MAX_ITEMS_PER_CALL
+from pipeline_project.core.fields import QueryIntegerField
 from pipeline_project.core.serializers import RequestSerializer
+
+BIGINT_MAX = 2**63 - 1
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -25,6 +28,34 @@ class RunSerializer(serializers.ModelSerializer):
             "finished_at",
             "updated_at",
         ]
+
+
+class NoQuery(RequestSerializer):
+    """The query string of a route that takes no parameters: empty."""
+
+
+class ListQuery(RequestSerializer):
+    """A list's query string: its filters (an empty one filters nothing), and the cursor
+    pagination's parameters (the paginator reads those)."""
+
+    PAGINATION = ("cursor", "page_size")
+
+    cursor = serializers.CharField(required=False)
+    page_size = QueryIntegerField(required=False, min_value=1)
+
+
+class RunListQuery(ListQuery):
+    status = serializers.MultipleChoiceField(choices=RunStatus.choices, required=False, help_text="Repeatable")
+    source = QueryIntegerField(required=False, max_value=BIGINT_MAX)
+
+
+class ItemListQuery(ListQuery):
+    run = serializers.UUIDField(required=False)
+    source = QueryIntegerField(required=False, max_value=BIGINT_MAX)
+    stage = serializers.ChoiceField(choices=ItemStage.choices, required=False)
+    item_type = serializers.ChoiceField(choices=ItemType.choices, required=False)
+    status = serializers.MultipleChoiceField(choices=ItemStatus.choices, required=False, help_text="Repeatable")
+    needs_review = serializers.BooleanField(allow_null=True, default=None)
 
 
 class RunCreateSerializer(RequestSerializer):
@@ -61,6 +92,11 @@ class ItemsUpsertSerializer(RequestSerializer):
     checked here; each item's fields, unknown ones included, by the service's rules."""
 
     items = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_ITEMS_PER_CALL)
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and "items" not in data:
+            data = {"items": [data]}  # one item
+        return super().to_internal_value(data)
 
 
 class UpsertedSerializer(serializers.Serializer):

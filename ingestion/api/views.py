@@ -10,7 +10,6 @@ from rest_framework.views import APIView
 
 from ingestion import selectors, services
 from ingestion.api import serializers as s
-from ingestion.api.filters import ItemFilter, RunFilter
 from ingestion.models import IngestionItem, IngestionRun
 from pipeline_project.core.pagination import StrictCursorPagination
 from pipeline_project.core.schema import error_responses
@@ -45,20 +44,31 @@ class ItemPagination(StrictCursorPagination):
         return position.isascii() and position.isdigit() and len(position) < 19
 
 
-class RunListView(generics.ListAPIView):
+class ListView(generics.ListAPIView):
+    """A cursor-paginated list: its query validated by ``query_serializer``, its rows the
+    selector's, filtered by it; read and serialized in one snapshot."""
+
+    query_serializer: type[s.ListQuery]
+    filter_backends = ()  # the query serializer says what a query may filter
+
+    def listed(self, request, selector) -> Response:
+        query = validated(self.query_serializer, request.query_params)
+        filters = {name: value for name, value in query.items() if name not in s.ListQuery.PAGINATION}
+        with snapshot():
+            page = self.paginate_queryset(selector(**filters))
+            return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+class RunListView(ListView):
     permission_model = IngestionRun
     post_permission = "add"
     serializer_class = s.RunSerializer
-    filterset_class = RunFilter
+    query_serializer = s.RunListQuery
     pagination_class = RunPagination
 
-    def get_queryset(self):
-        return selectors.run_list()
-
-    @extend_schema(summary="Runs, newest first, filtered and cursor-paginated")
-    def get(self, request, *args, **kwargs):
-        with snapshot():
-            return super().get(request, *args, **kwargs)
+    @extend_schema(parameters=[s.RunListQuery], summary="Runs, newest first, filtered and cursor-paginated")
+    def get(self, request):
+        return self.listed(request, selectors.run_list)
 
     @extend_schema(
         request=s.RunCreateSerializer,
@@ -76,6 +86,7 @@ class RunDetailView(APIView):
 
     @extend_schema(responses=s.RunSerializer, summary="A run with its stats")
     def get(self, request, run_id: uuid.UUID):
+        validated(s.NoQuery, request.query_params)
         return _run_response(run_id)
 
     @extend_schema(
@@ -89,20 +100,16 @@ class RunDetailView(APIView):
         return _run_response(run_id)
 
 
-class ItemListView(generics.ListAPIView):
+class ItemListView(ListView):
     permission_model = IngestionItem
     post_permission = "change"
     serializer_class = s.ItemSerializer
-    filterset_class = ItemFilter
+    query_serializer = s.ItemListQuery
     pagination_class = ItemPagination
 
-    def get_queryset(self):
-        return selectors.item_list()
-
-    @extend_schema(summary="Items in id order, filtered and cursor-paginated")
-    def get(self, request, *args, **kwargs):
-        with snapshot():
-            return super().get(request, *args, **kwargs)
+    @extend_schema(parameters=[s.ItemListQuery], summary="Items in id order, filtered and cursor-paginated")
+    def get(self, request):
+        return self.listed(request, selectors.item_list)
 
     @extend_schema(
         request=s.ItemsUpsertSerializer,
@@ -110,7 +117,5 @@ class ItemListView(generics.ListAPIView):
         summary='Upsert one item (an object) or many ({"items": [...]}) by (run_id, item_key)',
     )
     def post(self, request):
-        data = request.data
-        single = isinstance(data, dict) and "items" not in data
-        body = validated(s.ItemsUpsertSerializer, {"items": [data]} if single else data)
-        return Response({"items": services.items_upsert(items=body["items"])})
+        body = validated(s.ItemsUpsertSerializer, request.data)
+        return Response(s.UpsertResultSerializer({"items": services.items_upsert(items=body["items"])}).data)

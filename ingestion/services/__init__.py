@@ -1,5 +1,5 @@
-"""State changes of ingestion (seed 004): items (``items``) and runs with the jobs they enqueue
-(``runs``). Callers import the names from here: ``from ingestion import services``."""
+"""State changes of ingestion (seed 004): items (``items``) and runs, their lifecycle on the job
+queue and the jobs they enqueue (``runs``). Callers import the names from here: ``from ingestion import services``."""
 
 from ingestion.services.items import COLUMNS, MAX_ITEMS_PER_CALL, ON_CONFLICT, items_upsert
 from ingestion.services.runs import (
@@ -9,7 +9,11 @@ from ingestion.services.runs import (
     run_create,
     run_job_claimed,
     run_jobs_enqueue,
+    run_retry_failed,
+    run_start,
     run_update,
+    runs_settle,
+    step_job_enqueue,
 )
 
 __all__ = [
@@ -23,5 +27,9 @@ __all__ = [
     "run_create",
     "run_job_claimed",
     "run_jobs_enqueue",
+    "run_retry_failed",
+    "run_start",
     "run_update",
+    "runs_settle",
+    "step_job_enqueue",
 ]

@@ -89,6 +89,7 @@ COLUMNS = """
     first_seen_at, last_seen_at, created_at, updated_at
 """
 
+_RECORD_COLUMNS = ", ".join(f"{name} {_COLUMN_TYPES.get(name, 'text')}" for name in ITEM_FIELDS)
 # The template for a batch: its VALUES row becomes a SELECT over the batch's items.
 _UPSERT = f"""
 INSERT INTO ingestion_items ({COLUMNS})
@@ -97,7 +98,7 @@ SELECT
     x.status, x.ingest_reason, x.job_id, x.document_url, x.filename, x.file_checksum, x.file_kind,
     x.error_message, x.last_error_message, x.needs_review, x.review_reason, coalesce(x.context_json, '{{}}'::jsonb),
     x.payload_json, now(), now(), now(), now()
-FROM jsonb_to_recordset(%s::jsonb) AS x({", ".join(f"{name} {_COLUMN_TYPES.get(name, 'text')}" for name in ITEM_FIELDS)})
+FROM jsonb_to_recordset(%(items)s::jsonb) AS x({_RECORD_COLUMNS})
 {ON_CONFLICT}
 RETURNING id, item_key, xmax = 0
 """
@@ -121,7 +122,7 @@ def items_upsert(*, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = sorted(merged.values(), key=lambda item: (item["run_id"], item["item_key"]))
     with transaction.atomic():
         _lock_runs(checked)
-        result = sql.rows(_UPSERT, [json.dumps(rows)])
+        result = sql.rows(_UPSERT, {"items": json.dumps(rows)})
     return [{"id": item_id, "item_key": key, "created": created} for item_id, key, created in result]
 
 
@@ -207,8 +208,9 @@ def _lock_runs(items: list[dict]) -> None:
     was not canceled. Held to the commit: a cancel waits for this write, or came first and is seen."""
     wanted = sorted({item["run_id"] for item in items})
     found = sql.rows(
-        "SELECT id, source_id, status FROM ingestion_runs WHERE id = ANY(%s::uuid[]) ORDER BY id FOR NO KEY UPDATE",
-        [wanted],
+        "SELECT id, source_id, status FROM ingestion_runs WHERE id = ANY(%(runs)s::uuid[]) "
+        "ORDER BY id FOR NO KEY UPDATE",
+        {"runs": wanted},
     )
     runs = {str(run_id): (source_id, status) for run_id, source_id, status in found}
     for item in items:

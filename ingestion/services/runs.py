@@ -1,4 +1,12 @@
-"""State changes of ingestion runs (seed 004, sections 4 and 9), and the jobs a run enqueues.
+"""State changes of ingestion runs (seed 004, sections 4 and 9): their lifecycle on the job
+queue, and the jobs a run enqueues.
+
+Start creates a run and enqueues ``discover`` with its run_id; each step (``ingestion.steps``)
+records its items and enqueues the next step's jobs through :func:`step_job_enqueue`, with the
+same run_id and an idempotency key and args that are functions of the run and the item alone, so
+a retried step enqueues nothing twice and never conflicts with itself. A periodic task ends each
+run whose jobs are all finished: completed, or failed when items failed (section 4.3). Cancel
+ends the run, its items and its jobs in one transaction; nothing is enqueued for it afterwards.
 
 Every write of a run is an UPDATE of its row; the row's trigger sets ``updated_at = now()``
 (and stamps ``stats_json.updated_at`` when the stats change), whoever writes. A run that was
@@ -8,11 +16,15 @@ cancel either waits for them or is seen by them.
 
 import uuid
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Now
 
+from ingestion import selectors
 from ingestion.models import ENDED_RUN_STATUSES, IngestionItem, IngestionRun, ItemStatus, RunStage, RunStatus, Source
-from jobs.services import Enqueued, JobSpec, job_enqueue_many
+from jobs.models import JobStatus
+from jobs.selectors import jobs_with_args
+from jobs.services import Enqueued, JobSpec, Selection, job_enqueue_many, jobs_cancel, jobs_retry
 from pipeline_project.core import sql
 from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
 from pipeline_project.core.storable import json_problem
@@ -28,6 +40,7 @@ RUN_TRANSITIONS = {
 STAGE_OF_TASK = {"discover": RunStage.DISCOVERY, "download": RunStage.DOCUMENTS, "ocr": RunStage.OCR}
 MAX_ERROR_MESSAGE_CHARS = 1000
 LIVE_ITEM_STATUSES = (ItemStatus.PENDING, ItemStatus.RUNNING)
+LIVE_JOB_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
 
 
 class RunCanceled(ConflictError):
@@ -39,11 +52,34 @@ class RunCanceled(ConflictError):
         super().__init__(f"run {run_id} was canceled: nothing more is written to it", details={"run_id": str(run_id)})
 
 
-def run_create(*, source_id: int, manual: bool = False) -> IngestionRun:
+def _source(source_id: int) -> Source:
     source = Source.objects.filter(id=source_id).first()
     if source is None:
         raise NotFoundError(f"source {source_id} not found", code="source_not_found")
-    return IngestionRun.objects.create(source=source, manual=manual)
+    return source
+
+
+def run_create(*, source_id: int, manual: bool = False) -> IngestionRun:
+    """A pending run of the source, for an external worker to drive (nothing is enqueued)."""
+    return IngestionRun.objects.create(source=_source(source_id), manual=manual)
+
+
+def run_start(*, source_id: int, manual: bool = True) -> IngestionRun:
+    """Run: a pending run of the (enabled) source, with its ``discover`` job queued."""
+    source = _source(source_id)
+    if not source.enabled:
+        raise ConflictError(f"source {source.name} is disabled", code="source_disabled")
+    with transaction.atomic():
+        run = IngestionRun.objects.create(source=source, manual=manual)
+        step_job_enqueue(
+            run_id=str(run.id),
+            source_id=source.id,
+            task="discover",
+            item_key=f"source:{source.id}",
+            args={"manual": manual},
+            scope=str(run.id),
+        )
+    return run
 
 
 def _locked(run_id) -> IngestionRun:
@@ -103,15 +139,74 @@ def _status_changes(run: IngestionRun, status: str) -> dict:
     return changes
 
 
-def run_cancel(*, run_id: uuid.UUID) -> IngestionRun:
-    """End the run ``canceled`` and cancel its pending and running items, in the caller's
-    transaction if there is one (the pipeline cancels the run's jobs in the same one)."""
+def run_cancel(*, run_id: uuid.UUID, by: str) -> IngestionRun:
+    """End the run ``canceled`` with its pending and running items, cancel its queued jobs and
+    ask its running ones to stop (they hear it at once), all in one transaction."""
     with transaction.atomic():
         run = run_update(run_id=run_id, status=RunStatus.CANCELED)
         IngestionItem.objects.filter(run_id=run_id, status__in=LIVE_ITEM_STATUSES).update(
             status=ItemStatus.CANCELED, ingest_status=ItemStatus.CANCELED
         )
+        live_jobs = jobs_with_args(values={"run_id": str(run_id)}, statuses=LIVE_JOB_STATUSES)
+        jobs_cancel(selection=Selection.of_queryset(live_jobs), by=by)
     return run
+
+
+def run_retry_failed(*, run_id: uuid.UUID, by: str) -> int:
+    """Put the jobs of the run's failed items back in the queue; the run runs again."""
+    with transaction.atomic():
+        run = _locked(run_id)
+        if run.status == RunStatus.CANCELED:
+            raise RunCanceled(run_id)
+        job_ids = set(IngestionItem.objects.filter(run=run, status="failed").values_list("job_id", flat=True)) - {None}
+        if not job_ids:
+            return 0
+        if run.status in ENDED_RUN_STATUSES:
+            run_update(run_id=run_id, status=RunStatus.RUNNING, error_message="")
+        return jobs_retry(selection=Selection.of_ids(sorted(job_ids)), by=by).changed
+
+
+def runs_settle() -> dict:
+    """End every pending or running run whose jobs have all finished: failed when some items
+    failed (its message names the first) or a job failed, else completed with active stage
+    ``summary``. A pending run whose jobs all ended without one of its steps running fails (it
+    cannot complete)."""
+    settled = 0
+    for run in selectors.runs_to_settle():
+        try:
+            run_update(run_id=run.id, **_settled(run))
+        except (ConflictError, NotFoundError):
+            continue  # canceled, retried or deleted since the read: nothing to settle
+        settled += 1
+    return {"ended": settled}
+
+
+def _settled(run: IngestionRun) -> dict:
+    """How a run whose jobs have all finished ends (``run`` as ``selectors.runs_to_settle`` reads it)."""
+    if run.failed_items:
+        return {"status": RunStatus.FAILED, "error_message": f"{run.failed_items} item(s) failed ({run.first_failure})"}
+    if run.failed_job:  # the stage that could not go on
+        return {"status": RunStatus.FAILED, "error_message": run.failed_job}
+    if run.status == RunStatus.PENDING:  # its jobs ended with no step of the run claimed: nothing ran
+        return {"status": RunStatus.FAILED, "error_message": "the run's jobs ended before any of its steps ran"}
+    return {"status": RunStatus.COMPLETED}
+
+
+def step_job_enqueue(*, run_id: str | None, source_id: int, task: str, item_key: str, args: dict, scope: str) -> None:
+    """Enqueue the job of a step (``task``) for an item (refused once the run was canceled).
+    ``scope`` is the run, or for a job of no run (compatible mode) the job that enqueues it."""
+    run_jobs_enqueue(
+        run_id=run_id,
+        specs=[
+            JobSpec(
+                queue=settings.INGESTION_QUEUE,
+                task=task,
+                lock_key=f"ingestion:{scope}:{item_key}",
+                idempotency_key=f"ingestion:{scope}:{task}:{item_key}",
+                args={"run_id": run_id, "source_id": source_id, **args},
+            )
+        ],
+    )
 
 
 def run_jobs_enqueue(*, run_id: str | None, specs: list[JobSpec]) -> list[Enqueued]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ingestion import pipeline
+from ingestion import services
 from ingestion.models import IngestionItem, IngestionRun
 from jobs.models import Job
 from tests.conftest import ALL_DATABASES_COMMITTED
@@ -33,7 +33,7 @@ def canceled_within(run, task: str) -> float:
     job = Job.objects.get(task=task, args__run_id=str(run.id))
     assert job.status == "running"
     started = time.monotonic()
-    pipeline.run_cancel(run_id=run.id, by="operator")
+    services.run_cancel(run_id=run.id, by="operator")
     wait_for(lambda: Job.objects.get(job_id=job.job_id).status != "running", timeout=30, what="the job to stop")
     elapsed = time.monotonic() - started
     assert Job.objects.get(job_id=job.job_id).status == "canceled"
@@ -62,7 +62,7 @@ def test_cancel_cuts_off_a_download_streaming_from_a_slow_server(site, worker, p
     site.files["/index.html"] = ("text/html", b'<a href="/docs/big.pdf">A large scan</a>')
     site.files["/docs/big.pdf"] = ("application/pdf", website.pdf("big") + b"%" * 2_000_000)
     site.trickle["/docs/big.pdf"] = (16_384, pause)
-    run = pipeline.run_start(source_id=source_of(site).id)
+    run = services.run_start(source_id=source_of(site).id)
     running_item(run, "documents")
     wait_for(lambda: site.requested("/docs/big.pdf"), what="the download to start")
     time.sleep(0.5)  # well into the body
@@ -102,7 +102,7 @@ def test_cancel_kills_a_running_ocr(site, worker):
     lines = tuple(f"Line {n} of the long scanned register of the city archive, page one" for n in range(60))
     site.files["/index.html"] = ("text/html", b'<a href="/docs/register.png">The register</a>')
     site.files["/docs/register.png"] = ("image/png", website.png_of_text(*lines, width=2400, size=30))  # ~20 s of OCR
-    run = pipeline.run_start(source_id=source_of(site).id)
+    run = services.run_start(source_id=source_of(site).id)
     running_item(run, "ocr")
     [tesseract] = wait_for(tesseract_children, what="Tesseract to start")
 

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from ingestion import pipeline, services, steps
+from ingestion import services, steps
 from ingestion.models import IngestionItem, IngestionRun
 from jobs.models import Job
 from tests.conftest import ALL_DATABASES_COMMITTED
@@ -27,7 +27,7 @@ def step_for(run, task="discover") -> steps.Step:
 
 
 def test_a_run_discovers_downloads_and_reads_its_documents_and_a_retry_completes_it(site, worker):
-    run = pipeline.run_start(source_id=source_of(site).id)
+    run = services.run_start(source_id=source_of(site).id)
     failed = ended(run)
 
     assert failed.status == "failed"
@@ -53,7 +53,7 @@ def test_a_run_discovers_downloads_and_reads_its_documents_and_a_retry_completes
     assert {request.user_agent for request in site.requests} == {"pipeline-control-plane/1 (ingestion)"}
 
     site.files["/docs/missing.pdf"] = ("application/pdf", website.pdf("A document that came back online today."))
-    assert pipeline.run_retry_failed(run_id=run.id, by="test") == 1
+    assert services.run_retry_failed(run_id=run.id, by="test") == 1
     assert IngestionRun.objects.get(id=run.id).status == "running"
     completed = ended(run)
 
@@ -65,7 +65,7 @@ def test_a_run_discovers_downloads_and_reads_its_documents_and_a_retry_completes
 
 def test_a_start_page_that_cannot_be_read_is_a_failed_discovery_item_that_retry_failed_runs_again(site, worker):
     del site.files["/index.html"]
-    run = pipeline.run_start(source_id=source_of(site).id)
+    run = services.run_start(source_id=source_of(site).id)
 
     failed = ended(run)
     start = IngestionItem.objects.get(run=run, stage="discovery")
@@ -77,7 +77,7 @@ def test_a_start_page_that_cannot_be_read_is_a_failed_discovery_item_that_retry_
     assert Job.objects.get(job_id=start.job_id).task == "discover"
 
     site.files["/index.html"] = website.default_files()["/index.html"]
-    assert pipeline.run_retry_failed(run_id=run.id, by="test") == 1
+    assert services.run_retry_failed(run_id=run.id, by="test") == 1
     completed = ended(run)
     assert completed.status == "failed"  # missing.pdf is still missing
     assert statuses(run, "discovery") == dict.fromkeys(["index.html", *DOCUMENTS], "completed")
@@ -85,7 +85,7 @@ def test_a_start_page_that_cannot_be_read_is_a_failed_discovery_item_that_retry_
 
 
 def test_a_retried_discover_enqueues_nothing_twice(site):
-    run = pipeline.run_start(source_id=source_of(site).id)
+    run = services.run_start(source_id=source_of(site).id)
     steps.discover(step=step_for(run))
     steps.discover(step=step_for(run))
 
@@ -96,7 +96,7 @@ def test_a_retried_discover_enqueues_nothing_twice(site):
 
 def test_only_allowed_hosts_and_document_links_are_followed(site):
     source = source_of(site, allowed_hosts=["elsewhere.invalid"])
-    run = pipeline.run_start(source_id=source.id)
+    run = services.run_start(source_id=source.id)
 
     with pytest.raises(steps.StepFailed, match="not allowed"):
         steps.discover(step=step_for(run))  # the start page's own host is not on the list
@@ -104,21 +104,21 @@ def test_only_allowed_hosts_and_document_links_are_followed(site):
 
 
 def test_canceling_a_run_cancels_its_jobs_and_items(site):
-    run = pipeline.run_start(source_id=source_of(site).id)
+    run = services.run_start(source_id=source_of(site).id)
     steps.discover(step=step_for(run))
-    pipeline.run_cancel(run_id=run.id, by="test")
+    services.run_cancel(run_id=run.id, by="test")
 
     assert IngestionRun.objects.get(id=run.id).status == "canceled"
     assert set(Job.objects.filter(args__run_id=str(run.id)).values_list("status", flat=True)) == {"canceled"}
     with pytest.raises(services.RunCanceled):
-        pipeline.run_retry_failed(run_id=run.id, by="test")
+        services.run_retry_failed(run_id=run.id, by="test")
     with pytest.raises(services.RunCanceled):  # a job of it retried from the jobs admin does nothing
         steps.step_of({"source_id": run.source_id, "run_id": str(run.id)}, "download", uuid.uuid4())
 
 
 def test_a_job_without_run_id_runs_in_compatible_mode(site, worker, caplog):
     source = source_of(site)
-    pipeline.job_enqueue(run_id=None, source_id=source.id, task="discover", item_key="x", args={}, scope="legacy")
+    services.step_job_enqueue(run_id=None, source_id=source.id, task="discover", item_key="x", args={}, scope="legacy")
 
     wait_for(lambda: Job.objects.filter(task="ocr", status="succeeded").count() == 3, timeout=60, what="the OCR jobs")
     assert not IngestionItem.objects.exists() and not IngestionRun.objects.exists()
@@ -134,6 +134,6 @@ def test_a_job_without_run_id_runs_in_compatible_mode(site, worker, caplog):
     ],
 )
 def test_a_job_whose_args_name_no_source_or_run_has_nothing_to_do(site, args, message):
-    run = pipeline.run_start(source_id=source_of(site).id)
+    run = services.run_start(source_id=source_of(site).id)
     with pytest.raises(steps.StepFailed, match=message):
         steps.step_of({"source_id": run.source_id, "run_id": str(run.id), **args}, "download", uuid.uuid4())

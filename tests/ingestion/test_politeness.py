@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ingestion import pipeline, politeness
+from ingestion import politeness, services
 from ingestion.models import Source
 from ingestion.stopping import Stopped
 from jobs.models import JobEvent
@@ -94,7 +94,7 @@ def test_the_per_host_limit_holds_across_worker_threads_and_processes(slow_site,
         worker_in_thread(worker_config()),
         worker_in_thread(worker_config()),
     ):
-        run = pipeline.run_start(source_id=source.id)
+        run = services.run_start(source_id=source.id)
         assert ended(run).status == "completed"
 
     downloads = [r for r in slow_site.requests if r.path.startswith("/docs/")]
@@ -110,7 +110,7 @@ def test_the_crawl_delay_holds_across_worker_threads_and_processes(slow_site, pi
         slow_site.delays[f"/docs/d{n}.pdf"] = 0
     source = source_of(slow_site, crawl_delay_sec=0.4, max_concurrent_per_host=8)
     with runworker_process("default:4", storage=tmp_path), worker_in_thread(worker_config()):
-        run = pipeline.run_start(source_id=source.id)
+        run = services.run_start(source_id=source.id)
         assert ended(run).status == "completed"
 
     starts = sorted(request.started for request in slow_site.requests)

@@ -231,7 +231,7 @@ def test_a_run_without_items_has_the_seeds_stats_shape_with_its_updated_at():
         lambda run: services.run_update(run_id=run.id, active_stage="ocr"),
         lambda run: services.run_update(run_id=run.id, status="running"),
         lambda run: services.run_job_claimed(run_id=run.id, task="download"),
-        lambda run: services.run_cancel(run_id=run.id),
+        lambda run: services.run_cancel(run_id=run.id, by="test"),
         lambda run: services.items_upsert(items=[item(run)]),
         lambda run: IngestionRun.objects.filter(id=run.id).update(error_message="by hand"),  # any other writer
     ],
@@ -247,7 +247,7 @@ def test_every_write_of_a_run_moves_its_updated_at(write):
 def canceled_run_with_items():
     run = new_run()
     services.items_upsert(items=[item(run, item_key="done"), item(run, item_key="busy", status="running")])
-    services.run_cancel(run_id=run.id)
+    services.run_cancel(run_id=run.id, by="test")
     return run
 
 
@@ -299,7 +299,7 @@ def test_a_write_racing_a_cancel_waits_for_it_and_writes_nothing():
 
     def cancel():
         with transaction.atomic():
-            services.run_cancel(run_id=run.id)
+            services.run_cancel(run_id=run.id, by="test")
             canceling.set()
             time.sleep(0.5)  # the write comes now, and must wait for this commit
 

@@ -1,6 +1,6 @@
 """Settling runs (the ``ingestion.settle`` periodic task): a run ends once all its jobs have."""
 
-from ingestion import pipeline, services
+from ingestion import services
 from ingestion.models import IngestionRun
 from jobs.models import Job
 from tests.conftest import ALL_DATABASES
@@ -24,7 +24,7 @@ def test_a_running_run_whose_jobs_all_succeeded_completes():
     services.run_update(run_id=run.id, status="running")
     job_of(run, status="succeeded")
 
-    assert pipeline.runs_settle() == {"ended": 1}
+    assert services.runs_settle() == {"ended": 1}
     assert (settled(run).status, settled(run).active_stage) == ("completed", "summary")
 
 
@@ -34,7 +34,7 @@ def test_a_run_with_a_failed_item_fails_naming_it():
     services.items_upsert(items=[item(run, status="failed", error_message="HTTP 404 from http://x/a.pdf")])
     job_of(run, status="succeeded")
 
-    pipeline.runs_settle()
+    services.runs_settle()
 
     assert settled(run).status == "failed"
     assert settled(run).error_message == "1 item(s) failed (discovery: HTTP 404 from http://x/a.pdf)"
@@ -46,7 +46,7 @@ def test_a_run_with_jobs_still_queued_or_running_stays():
     job_of(run, status="succeeded")
     job_of(run, status="running")
 
-    assert pipeline.runs_settle() == {"ended": 0}
+    assert services.runs_settle() == {"ended": 0}
     assert settled(run).status == "running"
 
 
@@ -54,7 +54,7 @@ def test_a_pending_run_whose_jobs_ended_before_any_step_ran_fails_once():
     run = new_run()
     job_of(run, status="succeeded")  # a job that carries its run_id but is no step of it
 
-    assert pipeline.runs_settle() == {"ended": 1}
+    assert services.runs_settle() == {"ended": 1}
     assert settled(run).status == "failed"
     assert settled(run).error_message == "the run's jobs ended before any of its steps ran"
-    assert pipeline.runs_settle() == {"ended": 0}  # not counted again every period
+    assert services.runs_settle() == {"ended": 0}  # not counted again every period

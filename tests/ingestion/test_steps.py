@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ingestion import keys, pipeline, steps
+from ingestion import keys, services, steps
 from ingestion.models import IngestionItem, Source
 from jobs.models import Job
 from jobs.services import JobSpec, job_enqueue
@@ -40,7 +40,7 @@ def serve(site, path: str, html: str, content_type: str = "text/html; charset=ut
 
 def discover(source) -> tuple:
     """Run discovery of a new run of ``source`` in this thread."""
-    run = pipeline.run_start(source_id=source.id)
+    run = services.run_start(source_id=source.id)
     job = Job.objects.get(task="discover", args__run_id=str(run.id))
     return run, steps.discover(step=steps.Step(str(run.id), source, job.job_id))
 
@@ -64,7 +64,7 @@ def ministry(site):
 
 
 def test_a_page_linking_its_documents_in_many_spellings_runs_to_the_end(site, ministry, worker):
-    run = pipeline.run_start(source_id=ministry.id)
+    run = services.run_start(source_id=ministry.id)
 
     finished = ended(run)
     assert (finished.status, finished.error_message) == ("completed", None)
@@ -81,7 +81,7 @@ def test_a_page_linking_its_documents_in_many_spellings_runs_to_the_end(site, mi
 
 
 def test_a_document_whose_job_cannot_be_enqueued_fails_alone_and_the_others_go_on(site, ministry):
-    run = pipeline.run_start(source_id=ministry.id)
+    run = services.run_start(source_id=ministry.id)
     budget = keys.normalize_url(ministry.start_url.replace("publications.html", "docs/budget-2024.pdf"))
     key = keys.item_key(item_type="source_url", url=budget)
     job_enqueue(  # what an older producer left under the key the pipeline uses, with other args

@@ -84,3 +84,19 @@ def test_throughput_per_minute():
     rows = selectors.throughput(minutes=60)
 
     assert len(rows) == 1 and (rows[0]["succeeded"], rows[0]["failed"]) == (1, 1)
+
+
+def test_jobs_with_args_are_those_holding_each_value_as_text_in_the_given_statuses():
+    first = enqueue(task="t", args={"run_id": "r1", "source_id": 7})
+    second = enqueue(task="t", args={"run_id": "r1", "source_id": 8})
+    enqueue(task="t", args={"run_id": "r2", "source_id": 7})
+    enqueue(task="t", args={"source_id": 7})
+    Job.objects.filter(job_id=second.job_id).update(status="failed")
+
+    of_run = selectors.jobs_with_args(values={"run_id": "r1"})
+    assert [job.job_id for job in of_run] == [first.job_id, second.job_id]  # oldest first
+    assert [job.job_id for job in selectors.jobs_with_args(values={"run_id": "r1"}, statuses=["failed"])] == [
+        second.job_id
+    ]
+    assert selectors.jobs_with_args(values={"run_id": "r1", "source_id": "7"}).get().job_id == first.job_id
+    assert not selectors.jobs_with_args(values={"run_id": "r3"}).exists()

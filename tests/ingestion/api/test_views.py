@@ -138,9 +138,23 @@ def test_an_unknown_query_parameter_is_a_400_not_every_row(api, path):
     assert response.status_code == 400 and set(response.json()["details"]) & {"stauts", "rn"}
 
 
+def test_a_query_value_is_honoured_or_refused_and_a_run_takes_no_query(api):
+    run = new_run()
+    review = item(run, item_key="review", stage="ocr", item_type="ocr_job", status="review_required", needs_review=True)
+    services.items_upsert(items=[item(run), review])
+
+    flagged = api.get("/api/v1/ingestion/items?needs_review=1").json()["results"]
+    assert [row["item_key"] for row in flagged] == ["review"]
+    unclear = api.get("/api/v1/ingestion/items?needs_review=maybe")
+    assert unclear.status_code == 400 and "needs_review" in unclear.json()["details"]
+    misspelt = api.get(f"/api/v1/ingestion/runs/{run.id}?feilds=id")
+    assert misspelt.status_code == 400 and misspelt.json()["code"] == "validation_error"
+    assert "feilds" in misspelt.json()["details"]
+
+
 def test_an_item_written_to_a_canceled_run_is_a_409(api):
     run = new_run()
-    services.run_cancel(run_id=run.id)
+    services.run_cancel(run_id=run.id, by="test")
     response = api.post("/api/v1/ingestion/items", item(run), format="json")
     assert response.status_code == 409 and response.json()["code"] == "run_canceled"
 
