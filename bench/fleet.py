@@ -108,7 +108,7 @@ def environment(server: dict, bouncer_port: int, *, prefix: str = "") -> dict:
         "PIPELINE_DATABASE_URL": database_url({**pooled, "dbname": prefix + DATABASES["pipeline"]}),
         "DB_BEHIND_POOLER": "1",
         "DB_LISTEN_URL": database_url({**server, "dbname": DATABASES["default"]}),
-        "PROCESSOR_MODULES": "bench.process_processors",
+        "PROCESSES_HANDLER_MODULES": "bench.process_processors",
         "PYTHONPATH": str(ROOT),
         "LOG_LEVEL": "WARNING",
         "PYTHONWARNINGS": "ignore:No directory at",

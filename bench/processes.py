@@ -186,10 +186,10 @@ def main() -> None:
     parser.add_argument("--timer-window", type=float, default=10.0, help="seconds over which the timers fall due")
     args = parser.parse_args()
 
-    os.environ["PROCESSOR_MODULES"] = "bench.process_processors"  # this process, gunicorn and runworker
+    os.environ["PROCESSES_HANDLER_MODULES"] = "bench.process_processors"  # this process, gunicorn and runworker
     os.environ["PYTHONPATH"] = str(ROOT)
     params = server_params()
-    env = {**create_bench_databases(params), "PROCESSOR_MODULES": "bench.process_processors", "PYTHONPATH": str(ROOT)}
+    env = {**create_bench_databases(params), "PROCESSES_HANDLER_MODULES": "bench.process_processors", "PYTHONPATH": str(ROOT)}
     worker = None
     try:
         use_bench_databases()

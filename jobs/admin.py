@@ -11,25 +11,14 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
-from django.views.decorators.http import require_POST
 
-from jobs import dashboard, selectors, services
+from jobs import selectors, services
+from jobs.admin_dashboard import DashboardAdminMixin
 from jobs.job_page import job_page, latest_runs
 from jobs.models import Job, PeriodicTask, Queue, Worker
 from jobs.templatetags.job_times import ago, duration
 from pipeline_project.core.admin import ReadOnlyAdminMixin
-from pipeline_project.core.errors import ApplicationError
-from pipeline_project.core.snapshot import snapshot
-
-
-def _in_one_snapshot(view):
-    """Run a page's view and render its template in one snapshot: every read of the answer
-    (the template's lazy ones too) sees one state of the database."""
-    with snapshot():
-        response = view()
-        if hasattr(response, "render"):
-            response.render()
-    return response
+from pipeline_project.core.snapshot import rendered_in_snapshot
 
 
 def _cell(text: str):
@@ -49,7 +38,7 @@ class JobChangeList(ChangeList):
 
 
 @admin.register(Job)
-class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class JobAdmin(DashboardAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Jobs are created by producers and change only through services (the actions below).
 
     The actions act on the selected jobs, or on every job the current filters match when
@@ -76,7 +65,7 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         view = super().changelist_view
         if request.method != "GET":  # an action: it writes, and reads what it needs itself
             return view(request, extra_context)
-        return _in_one_snapshot(lambda: view(request, extra_context))
+        return rendered_in_snapshot(lambda: view(request, extra_context))
 
     @admin.display(description="task", ordering="task")
     def task_name(self, obj):
@@ -159,7 +148,9 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return self._confirmed(
             request,
             queryset,
-            lambda selection, dry_run: services.jobs_retry(selection=selection, by=_user(request), dry_run=dry_run),
+            lambda selection, dry_run: services.jobs_retry(
+                selection=selection, by=request.user.get_username(), dry_run=dry_run
+            ),
             verb="retry",
             changed="put back in their queue for a new run",
             skipped="not failed, canceled or lost",
@@ -170,7 +161,9 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return self._confirmed(
             request,
             queryset,
-            lambda selection, dry_run: services.jobs_cancel(selection=selection, by=_user(request), dry_run=dry_run),
+            lambda selection, dry_run: services.jobs_cancel(
+                selection=selection, by=request.user.get_username(), dry_run=dry_run
+            ),
             verb="cancel",
             changed="queued and canceled at once",
             skipped="already finished",
@@ -226,7 +219,7 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         """The job's page (not a form: jobs change through the buttons, which call services)."""
         if request.method != "GET":
             raise PermissionDenied
-        return _in_one_snapshot(lambda: self._job_page(request, object_id))
+        return rendered_in_snapshot(lambda: self._job_page(request, object_id))
 
     def _job_page(self, request, object_id):
         job = self._job_or_404(request, object_id)
@@ -260,14 +253,14 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         if request.method != "POST":
             if action != "delete":
                 return HttpResponseNotAllowed(["POST"])
-            return _in_one_snapshot(lambda: self._delete_confirmation(request, object_id))
+            return rendered_in_snapshot(lambda: self._delete_confirmation(request, object_id))
         job = self._job_or_404(request, object_id)
         selection = services.Selection.of_ids([job.job_id])
         if action == "retry":
-            counts = services.jobs_retry(selection=selection, by=_user(request))
+            counts = services.jobs_retry(selection=selection, by=request.user.get_username())
             done = "put back in its queue for a new run" if counts.changed else f"not retried: it is {job.status}"
         elif action == "cancel":
-            counts = services.jobs_cancel(selection=selection, by=_user(request))
+            counts = services.jobs_cancel(selection=selection, by=request.user.get_username())
             done = "canceled" if counts.changed else ("asked to stop" if counts.requested else "already finished")
         else:
             counts = services.jobs_delete(selection=selection)
@@ -297,46 +290,9 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         site = self.admin_site
         return [
             path("<uuid:object_id>/act/<str:action>/", site.admin_view(self.job_action_view), name="jobs_job_act"),
-            path("dashboard/", site.admin_view(self.dashboard_view), name="jobs_job_dashboard"),
-            path(
-                "dashboard/queues/<path:queue>/<str:change>/",
-                site.admin_view(require_POST(self.queue_change_view)),
-                name="jobs_job_queue_change",
-            ),
+            *self.dashboard_urls(),
             *super().get_urls(),
         ]
-
-    def dashboard_view(self, request):
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        return _in_one_snapshot(lambda: self._dashboard(request))
-
-    def _dashboard(self, request):
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.model._meta,
-            "title": "Jobs dashboard",
-            **dashboard.context(can_pause=request.user.has_perm("jobs.change_queue")),
-        }
-        template = "admin/jobs/dashboard_body.html" if request.GET.get("fragment") else "admin/jobs/dashboard.html"
-        return TemplateResponse(request, template, context)
-
-    def queue_change_view(self, request, queue, change):
-        if not request.user.has_perm("jobs.change_queue") or change not in ("pause", "resume"):
-            raise PermissionDenied
-        act = services.queue_pause if change == "pause" else services.queue_resume
-        try:
-            changed = act(queue=queue, by=_user(request))
-        except ApplicationError as error:
-            self.message_user(request, error.message, messages.ERROR)
-        else:
-            done = "paused" if change == "pause" else "resumed"
-            self.message_user(request, f"Queue {queue} {done}." if changed else f"Queue {queue} was already {done}.")
-        return redirect(reverse("admin:jobs_job_dashboard"))
-
-
-def _user(request) -> str:
-    return request.user.get_username()
 
 
 @admin.register(Worker)

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from jobs.models import Job, JobEvent, JobStatus
 from jobs.services.operators import RETRYABLE
+from pipeline_project.core import sql
 
 FOLD_LINES = 12  # a JSON value longer than this starts folded
 JOURNAL_EVENTS = 2000  # the newest events besides heartbeats (a few hundred attempts)
@@ -204,16 +204,16 @@ def _journal(job_id) -> tuple[list[Event], bool]:
     events = [Event(*row[:3], row[3] if isinstance(row[3], dict) else {}) for row in rows]
     if not events:
         return [], False
-    with connection.cursor() as cursor:
-        # Heartbeats after the i-th event (width_bucket's i), as count, first and last time.
-        cursor.execute(
-            """
-            SELECT width_bucket(event_id, %s::bigint[]), count(*), min(ts), max(ts), max(event_id) FROM dl_job_events
-            WHERE job_id = %s AND kind = 'heartbeat' AND event_id > %s GROUP BY 1
-            """,
-            [[event.event_id for event in events], job_id, events[0].event_id],
-        )
-        beats = {bucket: (count, first, last, last_id) for bucket, count, first, last, last_id in cursor.fetchall()}
+    # Heartbeats after the i-th event (width_bucket's i), as count, first and last time.
+    rows_of_beats = sql.rows(
+        """
+        SELECT width_bucket(event_id, %(event_ids)s::bigint[]), count(*), min(ts), max(ts), max(event_id)
+        FROM dl_job_events
+        WHERE job_id = %(job_id)s AND kind = 'heartbeat' AND event_id > %(first_event_id)s GROUP BY 1
+        """,
+        {"event_ids": [event.event_id for event in events], "job_id": job_id, "first_event_id": events[0].event_id},
+    )
+    beats = {bucket: (count, first, last, last_id) for bucket, count, first, last, last_id in rows_of_beats}
     merged = []
     for index, event in enumerate(events, start=1):
         merged.append(event)
@@ -227,23 +227,22 @@ def latest_runs(jobs: list[Job]) -> dict:
     """Each job's latest run, from its newest events (heartbeats apart): the job list's times."""
     if not jobs:
         return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT e.job_id, e.event_id, e.ts, e.kind, e.payload FROM unnest(%s::uuid[]) AS j(job_id), LATERAL (
-                SELECT job_id, event_id, ts, kind,
-                       jsonb_strip_nulls(jsonb_build_object('attempt', payload -> 'attempt', 'run', payload -> 'run',
-                           'reason', payload -> 'reason', 'available_at', payload -> 'available_at')) AS payload
-                FROM dl_job_events WHERE job_id = j.job_id AND kind <> 'heartbeat' ORDER BY event_id DESC LIMIT %s
-            ) AS e
-            ORDER BY e.job_id, e.event_id
-            """,
-            [[job.job_id for job in jobs], LIST_EVENTS],
-        )
-        by_job: dict = {}
-        for job_id, event_id, ts, kind, payload in cursor.fetchall():
-            payload = json.loads(payload) if isinstance(payload, str) else payload
-            by_job.setdefault(job_id, []).append(Event(event_id, ts, kind, payload))
+    rows = sql.rows(
+        """
+        SELECT e.job_id, e.event_id, e.ts, e.kind, e.payload FROM unnest(%(job_ids)s::uuid[]) AS j(job_id), LATERAL (
+            SELECT job_id, event_id, ts, kind,
+                   jsonb_strip_nulls(jsonb_build_object('attempt', payload -> 'attempt', 'run', payload -> 'run',
+                       'reason', payload -> 'reason', 'available_at', payload -> 'available_at')) AS payload
+            FROM dl_job_events WHERE job_id = j.job_id AND kind <> 'heartbeat' ORDER BY event_id DESC
+            LIMIT %(per_job)s
+        ) AS e
+        ORDER BY e.job_id, e.event_id
+        """,
+        {"job_ids": [job.job_id for job in jobs], "per_job": LIST_EVENTS},
+    )
+    by_job: dict = {}
+    for job_id, event_id, ts, kind, payload in rows:
+        by_job.setdefault(job_id, []).append(Event(event_id, ts, kind, sql.json_value(payload)))
     now = timezone.now()
     return {
         job.job_id: runs[-1]

@@ -304,8 +304,8 @@ WORKERS_JSON = os.environ.get("WORKERS_JSON", '[{"queue": "default", "concurrenc
 # Modules with @task handlers besides every installed app's job_handlers module.
 JOBS_HANDLER_MODULES = env_list("JOBS_HANDLER_MODULES", "")
 # Modules that register process namespaces (``jobs.processes.registry.namespace``), besides
-# every installed app's ``processors`` module.
-PROCESSOR_MODULES = env_list("PROCESSOR_MODULES", "")
+# every installed app's ``processors`` module. PROCESSOR_MODULES is its deprecated former name.
+PROCESSES_HANDLER_MODULES = env_list("PROCESSES_HANDLER_MODULES", os.environ.get("PROCESSOR_MODULES", ""))
 # A running task older than its namespace's step timeout plus this margin is a zombie.
 PROC_ZOMBIE_MARGIN_SEC = float(os.environ.get("PROC_ZOMBIE_MARGIN_SEC", "30"))
 PROC_ZOMBIE_PERIOD_SEC = float(os.environ.get("PROC_ZOMBIE_PERIOD_SEC", "10"))

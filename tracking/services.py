@@ -7,9 +7,10 @@ database, so concurrent daemons cannot move a row through an illegal transition.
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models.functions import Now
 
+from pipeline_project.core import sql
 from pipeline_project.core.errors import ConflictError, NotFoundError
 from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage, Status
 
@@ -52,17 +53,17 @@ def file_register(*, filename: str, shards: list[int]) -> Registration:
     registrations of the same file create each row exactly once.
     """
     wanted = sorted(set(shards))
-    with connections[DATABASE].cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO pipeline_tracking (filename, shard, event_ingest_status)
-            SELECT %s, shard, 'started' FROM unnest(%s::integer[]) AS shard
-            ON CONFLICT (filename, shard) DO NOTHING
-            RETURNING shard
-            """,
-            [filename, wanted],
-        )
-        created = sorted(row[0] for row in cursor.fetchall())
+    rows = sql.rows(
+        """
+        INSERT INTO pipeline_tracking (filename, shard, event_ingest_status)
+        SELECT %(filename)s, shard, 'started' FROM unnest(%(shards)s::integer[]) AS shard
+        ON CONFLICT (filename, shard) DO NOTHING
+        RETURNING shard
+        """,
+        {"filename": filename, "shards": wanted},
+        using=DATABASE,
+    )
+    created = sorted(row[0] for row in rows)
     return Registration(filename=filename, shards=wanted, created=bool(created), created_shards=created)
 
 
@@ -152,22 +153,22 @@ def queue_claim(*, stage: Stage, limit: int) -> list[QueueItem]:
     the materialized CTE fixes the LIMIT before the UPDATE so no claim takes more.
     """
     assert stage.slug in QUEUE_STAGES
-    with connections[DATABASE].cursor() as cursor:
-        cursor.execute(
-            f"""
-            WITH ready AS MATERIALIZED (
-                SELECT id FROM pipeline_tracking
-                WHERE {stage.previous_column} = 'done' AND {stage.column} = 'new'
-                ORDER BY created_at, id
-                LIMIT %s
-                FOR UPDATE SKIP LOCKED
-            )
-            UPDATE pipeline_tracking AS t
-            SET {stage.column} = 'started', updated_at = now()
-            FROM ready WHERE t.id = ready.id
-            RETURNING t.filename, t.shard, t.created_at, t.id
-            """,
-            [limit],
+    claimed = sql.rows(
+        f"""
+        WITH ready AS MATERIALIZED (
+            SELECT id FROM pipeline_tracking
+            WHERE {stage.previous_column} = 'done' AND {stage.column} = 'new'
+            ORDER BY created_at, id
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED
         )
-        rows = sorted(cursor.fetchall(), key=lambda row: (row[2], row[3]))
+        UPDATE pipeline_tracking AS t
+        SET {stage.column} = 'started', updated_at = now()
+        FROM ready WHERE t.id = ready.id
+        RETURNING t.filename, t.shard, t.created_at, t.id
+        """,
+        {"limit": limit},
+        using=DATABASE,
+    )
+    rows = sorted(claimed, key=lambda row: (row[2], row[3]))
     return [QueueItem(filename=filename, shard=shard, created_at=created_at) for filename, shard, created_at, _ in rows]

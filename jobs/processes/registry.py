@@ -1,6 +1,6 @@
 """Process namespaces: each a processor callable and its options.
 
-Apps declare them in a ``processors`` module (or a module listed in ``PROCESSOR_MODULES``)::
+Apps declare them in a ``processors`` module (or a module listed in ``PROCESSES_HANDLER_MODULES``)::
 
     from jobs.processes.registry import namespace
 
@@ -22,15 +22,12 @@ on to the timers the task sets). It returns a dict with any of:
 is an error result.
 """
 
-import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-from django.utils.module_loading import autodiscover_modules
-
+from jobs.handlers_loader import load_app_modules
 from jobs.processes.models import DEFAULT_STEP_TIMEOUT_SEC
 from jobs.processes.ranges import history_range_problem
 from pipeline_project.core.errors import NotFoundError
@@ -154,7 +151,5 @@ def names() -> list[str]:
 
 
 def load_processor_modules(extra: list[str] = ()) -> None:
-    """Every installed app's ``processors`` module, then PROCESSOR_MODULES and ``extra``."""
-    autodiscover_modules("processors")
-    for module in [*settings.PROCESSOR_MODULES, *extra]:
-        importlib.import_module(module)
+    """The namespaces: every installed app's ``processors`` module, PROCESSES_HANDLER_MODULES, ``extra``."""
+    load_app_modules(app_module="processors", setting="PROCESSES_HANDLER_MODULES", extra=extra)

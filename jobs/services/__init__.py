@@ -1,11 +1,14 @@
 """State changes of jobs, in four parts: producers (``producers``), operators
-(``operators``), the worker protocol (``protocol``) and housekeeping (``maintenance``).
+(``operators``), the worker protocol (``claims``, ``leases``, ``outcomes``) and housekeeping
+(``maintenance``).
 
 Every change is one statement (or one short transaction) that also writes its journal
 rows to ``dl_job_events``, so the journal and the job never disagree. Callers import the
 names from here: ``from jobs import services; services.job_enqueue(...)``.
 """
 
+from jobs.services.claims import ClaimedJob, is_lock_key_race, jobs_claim, jobs_set_aside_unclaimable
+from jobs.services.leases import Lease, job_progress, jobs_heartbeat, jobs_release
 from jobs.services.maintenance import (
     PERIODIC_LOCK_SPACE,
     REAP_BATCH,
@@ -33,6 +36,7 @@ from jobs.services.operators import (
     queue_pause,
     queue_resume,
 )
+from jobs.services.outcomes import Outcome, job_complete_and_claim, jobs_complete
 from jobs.services.producers import (
     INTEGER_LIMITS,
     MIN_LEASE_TTL_SEC,
@@ -44,19 +48,6 @@ from jobs.services.producers import (
     job_enqueue_many,
     job_spec_problems,
     text_field_problem,
-)
-from jobs.services.protocol import (
-    ClaimedJob,
-    Lease,
-    Outcome,
-    is_lock_key_race,
-    job_complete_and_claim,
-    job_progress,
-    jobs_claim,
-    jobs_complete,
-    jobs_heartbeat,
-    jobs_release,
-    jobs_set_aside_unclaimable,
 )
 from pipeline_project.core.storable import first_line
 
@@ -97,6 +88,7 @@ __all__ = [
     "jobs_release",
     "jobs_retry",
     "jobs_set_aside_unclaimable",
+    "jobs_statistics_refresh",
     "periodic_task_run",
     "queue_pause",
     "queue_resume",

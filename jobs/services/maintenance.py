@@ -32,7 +32,7 @@ def jobs_reap(*, batch: int = REAP_BATCH) -> Reaped:
             SELECT job_id FROM dl_jobs
             WHERE status = 'running' AND lease_expires_at IS NOT NULL AND lease_expires_at < now()
             ORDER BY lease_expires_at
-            LIMIT %s
+            LIMIT %(batch)s
             FOR UPDATE SKIP LOCKED
         ),
         reaped AS (
@@ -52,7 +52,7 @@ def jobs_reap(*, batch: int = REAP_BATCH) -> Reaped:
         )
         SELECT count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'lost') FROM reaped
         """,
-        [batch],
+        {"batch": batch},
     )
     requeued, lost = rows[0]
     return Reaped(requeued=requeued, lost=lost)
@@ -103,27 +103,29 @@ def jobs_prune(*, older_than_sec: float, max_identical: int, batch: int = 10_000
 
 def worker_register(*, worker_id: uuid.UUID, hostname: str, pid: int, queues: dict[str, int]) -> None:
     sql.execute(
-        "INSERT INTO dl_workers (worker_id, hostname, pid, queues, running_jobs) VALUES (%s, %s, %s, %s::jsonb, 0)",
-        [worker_id, hostname, pid, json.dumps(queues)],
+        "INSERT INTO dl_workers (worker_id, hostname, pid, queues, running_jobs) "
+        "VALUES (%(worker_id)s, %(hostname)s, %(pid)s, %(queues)s::jsonb, 0)",
+        {"worker_id": worker_id, "hostname": hostname, "pid": pid, "queues": json.dumps(queues)},
     )
 
 
 def worker_heartbeat(*, worker_id: uuid.UUID, running_jobs: int) -> None:
     sql.execute(
-        "UPDATE dl_workers SET heartbeat_at = now(), running_jobs = %s WHERE worker_id = %s", [running_jobs, worker_id]
+        "UPDATE dl_workers SET heartbeat_at = now(), running_jobs = %(running_jobs)s WHERE worker_id = %(worker_id)s",
+        {"running_jobs": running_jobs, "worker_id": worker_id},
     )
 
 
 def worker_deregister(*, worker_id: uuid.UUID) -> None:
-    sql.execute("DELETE FROM dl_workers WHERE worker_id = %s", [worker_id])
+    sql.execute("DELETE FROM dl_workers WHERE worker_id = %(worker_id)s", {"worker_id": worker_id})
 
 
 def workers_prune(*, silent_for_sec: float) -> int:
     """Forget workers that stopped heartbeating (killed processes leave their row behind)."""
     rows = sql.rows(
-        "WITH gone AS (DELETE FROM dl_workers WHERE heartbeat_at < now() - make_interval(secs => %s) RETURNING 1) "
-        "SELECT count(*) FROM gone",
-        [silent_for_sec],
+        "WITH gone AS (DELETE FROM dl_workers WHERE heartbeat_at < now() - make_interval(secs => %(silent_for)s) "
+        "RETURNING 1) SELECT count(*) FROM gone",
+        {"silent_for": silent_for_sec},
     )
     return rows[0][0]
 
@@ -147,15 +149,18 @@ def periodic_task_run(*, name: str, period_sec: float, runner: str, work: Callab
     every process. If ``work`` raises, nothing is recorded and the next try may run it.
     """
     with transaction.atomic():
-        if not sql.rows("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", [PERIODIC_LOCK_SPACE, name])[0][0]:
+        if not sql.rows(
+            "SELECT pg_try_advisory_xact_lock(%(lock_space)s, hashtext(%(name)s))",
+            {"lock_space": PERIODIC_LOCK_SPACE, "name": name},
+        )[0][0]:
             return PeriodicRun(ran=False, due_in_sec=period_sec)
         since_last = sql.rows(
             """
-            INSERT INTO dl_periodic_tasks (name, last_runner, last_result) VALUES (%s, '', '{}')
+            INSERT INTO dl_periodic_tasks (name, last_runner, last_result) VALUES (%(name)s, '', '{}')
             ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
             RETURNING extract(epoch FROM now() - last_started_at)::float8
             """,
-            [name],
+            {"name": name},
         )[0][0]
         if since_last is not None and since_last < period_sec:
             return PeriodicRun(ran=False, due_in_sec=period_sec - since_last)
@@ -163,10 +168,11 @@ def periodic_task_run(*, name: str, period_sec: float, runner: str, work: Callab
         sql.execute(
             """
             UPDATE dl_periodic_tasks
-            SET last_started_at = now(), last_finished_at = clock_timestamp(), last_runner = %s, last_result = %s::jsonb
-            WHERE name = %s
+            SET last_started_at = now(), last_finished_at = clock_timestamp(), last_runner = %(runner)s,
+                last_result = %(result)s::jsonb
+            WHERE name = %(name)s
             """,
-            [runner, json.dumps(result), name],
+            {"runner": runner, "result": json.dumps(result), "name": name},
         )
     return PeriodicRun(ran=True, due_in_sec=period_sec, result=result)
 
@@ -187,13 +193,13 @@ def jobs_statistics_refresh(*, min_queued: int = STATISTICS_MIN_QUEUED, drift: f
     Counts at most ``min_queued × drift`` queued jobs, through the queue's partial indexes."""
     cap = int(min_queued * drift)
     queued = sql.rows(
-        "SELECT count(*) FROM (SELECT 1 FROM dl_jobs WHERE status = 'queued' LIMIT %s) AS q", [cap]
+        "SELECT count(*) FROM (SELECT 1 FROM dl_jobs WHERE status = 'queued' LIMIT %(cap)s) AS q", {"cap": cap}
     )[0][0]
     if queued < min_queued:
         return False
-    plan = sql.rows("EXPLAIN (FORMAT JSON) SELECT 1 FROM dl_jobs WHERE status = 'queued'", [])[0][0]
+    plan = sql.rows("EXPLAIN (FORMAT JSON) SELECT 1 FROM dl_jobs WHERE status = 'queued'", {})[0][0]
     believed = sql.json_value(plan)[0]["Plan"]["Plan Rows"]
     if believed * drift >= queued:
         return False
-    sql.execute("ANALYZE dl_jobs", [])
+    sql.execute("ANALYZE dl_jobs", {})
     return True

@@ -6,7 +6,9 @@ row. The jobs are a :class:`Selection`: ids, or the SQL of a queryset (the admin
 API's filters), so a filter matching 100,000 jobs is one statement, not 100,000.
 """
 
+import re
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -22,19 +24,38 @@ RETRYABLE = ("failed", "canceled", "lost")
 
 @dataclass(frozen=True)
 class Selection:
-    """Jobs to act on, as a subquery of job ids and its parameters."""
+    """Jobs to act on, as a subquery of job ids and its named parameters (``%(name)s``).
+
+    Positional parameters (``%s``, as Django compiles a queryset) are named on the way in, so
+    the statements that embed the subquery add named parameters of their own.
+    """
 
     sql: str
-    params: tuple
+    params: Mapping | Sequence = ()
+
+    def __post_init__(self):
+        if not isinstance(self.params, Mapping):
+            text, params = _named_parameters(self.sql, self.params)
+            object.__setattr__(self, "sql", text)
+            object.__setattr__(self, "params", params)
 
     @classmethod
     def of_ids(cls, job_ids) -> "Selection":
-        return cls("SELECT unnest(%s::uuid[])", ([*job_ids],))
+        return cls("SELECT unnest(%(selection_ids)s::uuid[])", {"selection_ids": [*job_ids]})
 
     @classmethod
     def of_queryset(cls, queryset: QuerySet) -> "Selection":
-        sql, params = queryset.order_by().values("job_id").query.sql_with_params()
-        return cls(sql, tuple(params))
+        return cls(*queryset.order_by().values("job_id").query.sql_with_params())
+
+
+def _named_parameters(text: str, params: Sequence) -> tuple[str, dict]:
+    """``text`` with its ``%s`` placeholders named ``selection_0``, ``selection_1``... (``%%`` stays)."""
+    names = iter(range(len(params)))
+
+    def name(match: re.Match) -> str:
+        return match.group() if match.group() == "%%" else f"%(selection_{next(names)})s"
+
+    return re.sub(r"%%|%s", name, text), {f"selection_{index}": value for index, value in enumerate(params)}
 
 
 @dataclass(frozen=True)
@@ -91,13 +112,13 @@ def jobs_retry(*, selection: Selection, by: str, dry_run: bool = False) -> Count
         journal AS (
             INSERT INTO dl_job_events (job_id, queue, kind, payload)
             SELECT job_id, queue, 'requeue',
-                   jsonb_build_object('reason', 'retry_requested', 'by', %s::text, 'run', run + 1,
+                   jsonb_build_object('reason', 'retry_requested', 'by', %(by)s::text, 'run', run + 1,
                                       'first_attempt', attempt + 1, 'max_attempts', max_attempts)
             FROM retried
         )
         SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM retried)
         """,
-        [*selection.params, by],
+        {**selection.params, "by": by},
     )[0]
     return Counts(matched=matched, changed=changed, skipped=matched - changed)
 
@@ -135,11 +156,11 @@ def jobs_cancel(*, selection: Selection, by: str, dry_run: bool = False) -> Coun
             ),
             journal AS (
                 INSERT INTO dl_job_events (job_id, queue, kind, payload)
-                SELECT job_id, queue, 'canceled', jsonb_build_object('by', %s::text, 'while', 'queued') FROM canceled
+                SELECT job_id, queue, 'canceled', jsonb_build_object('by', %(by)s::text, 'while', 'queued') FROM canceled
             )
             SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM canceled), (SELECT count(*) FROM requested)
             """,
-            [*selection.params, by],
+            {**selection.params, "by": by},
         )[0]
     return Counts(matched=matched, changed=canceled, requested=requested, skipped=matched - canceled - requested)
 
@@ -158,7 +179,7 @@ def jobs_delete(*, selection: Selection, force: bool = False, dry_run: bool = Fa
         gone AS (DELETE FROM dl_jobs WHERE job_id IN (SELECT job_id FROM target WHERE {deletable}) RETURNING job_id)
         SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM gone)
         """,
-        list(selection.params),
+        selection.params,
     )[0]
     return Counts(matched=matched, changed=deleted, skipped=matched - deleted)
 
@@ -169,7 +190,7 @@ def _preview(selection: Selection, *, changed: str, requested: str = "false") ->
         SELECT count(*), count(*) FILTER (WHERE {changed}), count(*) FILTER (WHERE {requested})
         FROM dl_jobs WHERE job_id IN ({selection.sql})
         """,
-        list(selection.params),
+        selection.params,
     )[0]
     return Counts(
         matched=matched,
@@ -219,9 +240,9 @@ def job_delete(*, job_id: uuid.UUID, dry_run: bool = False, force: bool = False)
     """Delete a job and its journal. A running job needs ``force`` (its worker's writes then miss)."""
     with transaction.atomic():
         rows = sql.rows(
-            "SELECT status::text, (SELECT count(*) FROM dl_job_events WHERE job_id = %s) FROM dl_jobs "
-            "WHERE job_id = %s FOR UPDATE",
-            [job_id, job_id],
+            "SELECT status::text, (SELECT count(*) FROM dl_job_events WHERE job_id = %(job_id)s) FROM dl_jobs "
+            "WHERE job_id = %(job_id)s FOR UPDATE",
+            {"job_id": job_id},
         )
         if not rows:
             raise NotFoundError(f"No job {job_id}.", details={"job_id": str(job_id)})
@@ -238,7 +259,7 @@ def job_delete(*, job_id: uuid.UUID, dry_run: bool = False, force: bool = False)
 
 
 def _status(job_id: uuid.UUID) -> str:
-    rows = sql.rows("SELECT status::text FROM dl_jobs WHERE job_id = %s", [job_id])
+    rows = sql.rows("SELECT status::text FROM dl_jobs WHERE job_id = %(job_id)s", {"job_id": job_id})
     if not rows:
         raise NotFoundError(f"No job {job_id}.", details={"job_id": str(job_id)})
     return rows[0][0]
@@ -261,12 +282,12 @@ def queue_pause(*, queue: str, by: str) -> bool:
     """
     rows = sql.rows(
         """
-        INSERT INTO dl_queues (name, paused, changed_at, changed_by) VALUES (%s, true, now(), %s)
+        INSERT INTO dl_queues (name, paused, changed_at, changed_by) VALUES (%(queue)s, true, now(), %(by)s)
         ON CONFLICT (name) DO UPDATE SET paused = true, changed_at = now(), changed_by = EXCLUDED.changed_by
         WHERE NOT dl_queues.paused
         RETURNING name
         """,
-        [_queue_name(queue), by],
+        {"queue": _queue_name(queue), "by": by},
     )
     return bool(rows)
 
@@ -276,11 +297,11 @@ def queue_resume(*, queue: str, by: str) -> bool:
     rows = sql.rows(
         f"""
         WITH resumed AS (
-            UPDATE dl_queues SET paused = false, changed_at = now(), changed_by = %s WHERE name = %s AND paused
+            UPDATE dl_queues SET paused = false, changed_at = now(), changed_by = %(by)s WHERE name = %(queue)s AND paused
             RETURNING name
         )
         SELECT pg_notify('{NOTIFY_CHANNEL}', name) FROM resumed
         """,
-        [by, _queue_name(queue)],
+        {"by": by, "queue": _queue_name(queue)},
     )
     return bool(rows)

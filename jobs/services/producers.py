@@ -107,50 +107,8 @@ def job_enqueue_many(*, specs: list[JobSpec]) -> list[Enqueued]:
     if problems:
         raise InvalidInputError("Some jobs break the queue's rules.", details={"jobs": problems})
     new_ids = [spec.job_id or uuid7() for spec in specs]
-    default_ttl = settings.DL_DEFAULT_LEASE_TTL_SEC
-    columns = {
-        "job_id": ("uuid", new_ids),
-        "queue": ("text", [s.queue for s in specs]),
-        "task": ("text", [s.task for s in specs]),
-        "args": ("jsonb", [json.dumps(s.args) for s in specs]),
-        "idempotency_key": ("text", [s.idempotency_key for s in specs]),
-        "lock_key": ("text", [s.lock_key for s in specs]),
-        "partition_key": ("text", [s.partition_key for s in specs]),
-        "priority": ("int", [s.priority for s in specs]),
-        "available_at": ("timestamptz", [s.available_at for s in specs]),
-        "max_attempts": ("int", [s.max_attempts for s in specs]),
-        "lease_ttl_sec": ("int", [default_ttl if s.lease_ttl_sec is None else s.lease_ttl_sec for s in specs]),
-        "producer": ("text", [s.producer for s in specs]),
-        "consumer_group": ("text", [s.consumer_group for s in specs]),
-    }
-    unnest = ", ".join(f"%s::{sql_type}[]" for sql_type, _values in columns.values())
-    names = ", ".join(columns)
     with transaction.atomic():
-        inserted = {
-            row[0]: row[1]
-            for row in sql.rows(
-                f"""
-                WITH input AS (SELECT * FROM unnest({unnest}) AS t({names})),
-                inserted AS (
-                    INSERT INTO dl_jobs ({names})
-                    SELECT job_id, queue, task, args, idempotency_key, lock_key, partition_key, priority,
-                           COALESCE(available_at, now()), max_attempts, lease_ttl_sec, producer, consumer_group
-                    FROM input
-                    ON CONFLICT (idempotency_key) DO NOTHING
-                    RETURNING job_id, queue, status, producer, idempotency_key, available_at
-                ),
-                journal AS (
-                    INSERT INTO dl_job_events (job_id, queue, kind, payload)
-                    SELECT job_id, queue, 'queued',
-                           jsonb_build_object('producer', producer, 'idempotency_key', idempotency_key,
-                                              'available_at', available_at)
-                    FROM inserted
-                )
-                SELECT job_id, status::text FROM inserted
-                """,
-                [values for _sql_type, values in columns.values()],
-            )
-        }
+        inserted = _jobs_insert(specs, new_ids)
         keys = [spec.idempotency_key for spec, job_id in zip(specs, new_ids, strict=True) if job_id not in inserted]
         existing = _existing_by_key(keys) if keys else {}
         results = []
@@ -174,10 +132,57 @@ def job_enqueue_many(*, specs: list[JobSpec]) -> list[Enqueued]:
     return results
 
 
+def _jobs_insert(specs: list[JobSpec], new_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """Insert the jobs whose idempotency_key is new, with their journal rows; ``{job_id: status}`` of those."""
+    default_ttl = settings.DL_DEFAULT_LEASE_TTL_SEC
+    columns = {
+        "job_id": ("uuid", new_ids),
+        "queue": ("text", [s.queue for s in specs]),
+        "task": ("text", [s.task for s in specs]),
+        "args": ("jsonb", [json.dumps(s.args) for s in specs]),
+        "idempotency_key": ("text", [s.idempotency_key for s in specs]),
+        "lock_key": ("text", [s.lock_key for s in specs]),
+        "partition_key": ("text", [s.partition_key for s in specs]),
+        "priority": ("int", [s.priority for s in specs]),
+        "available_at": ("timestamptz", [s.available_at for s in specs]),
+        "max_attempts": ("int", [s.max_attempts for s in specs]),
+        "lease_ttl_sec": ("int", [default_ttl if s.lease_ttl_sec is None else s.lease_ttl_sec for s in specs]),
+        "producer": ("text", [s.producer for s in specs]),
+        "consumer_group": ("text", [s.consumer_group for s in specs]),
+    }
+    unnest = ", ".join(f"%({name})s::{sql_type}[]" for name, (sql_type, _values) in columns.items())
+    names = ", ".join(columns)
+    return dict(
+        sql.rows(
+            f"""
+            WITH input AS (SELECT * FROM unnest({unnest}) AS t({names})),
+            inserted AS (
+                INSERT INTO dl_jobs ({names})
+                SELECT job_id, queue, task, args, idempotency_key, lock_key, partition_key, priority,
+                       COALESCE(available_at, now()), max_attempts, lease_ttl_sec, producer, consumer_group
+                FROM input
+                ON CONFLICT (idempotency_key) DO NOTHING
+                RETURNING job_id, queue, status, producer, idempotency_key, available_at
+            ),
+            journal AS (
+                INSERT INTO dl_job_events (job_id, queue, kind, payload)
+                SELECT job_id, queue, 'queued',
+                       jsonb_build_object('producer', producer, 'idempotency_key', idempotency_key,
+                                          'available_at', available_at)
+                FROM inserted
+            )
+            SELECT job_id, status::text FROM inserted
+            """,
+            {name: values for name, (_sql_type, values) in columns.items()},
+        )
+    )
+
+
 def _existing_by_key(keys: list[str]) -> dict[str, dict]:
     rows = sql.rows(
-        "SELECT idempotency_key, job_id, status::text, queue, task, args, lock_key FROM dl_jobs WHERE idempotency_key = ANY(%s)",
-        [keys],
+        "SELECT idempotency_key, job_id, status::text, queue, task, args, lock_key FROM dl_jobs "
+        "WHERE idempotency_key = ANY (%(keys)s)",
+        {"keys": keys},
     )
     return {
         key: {

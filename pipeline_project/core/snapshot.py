@@ -31,3 +31,13 @@ def snapshot(*, using: str = DEFAULT_DB_ALIAS):
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         yield
+
+
+def rendered_in_snapshot(view):
+    """Run a page's view (a callable without arguments) and render its template in one snapshot:
+    every read of the answer (the template's lazy ones too) sees one state of the database."""
+    with snapshot():
+        response = view()
+        if hasattr(response, "render"):
+            response.render()
+    return response

@@ -44,7 +44,7 @@ def deployed(route, tmp_path):
         **route.env,
         **SLOW_SAFETY_NETS,
         "LOG_LEVEL": "WARNING",  # the pipes are read only at the end: what is there must fit
-        "PROCESSOR_MODULES": "tests.jobs.processes.processors",
+        "PROCESSES_HANDLER_MODULES": "tests.jobs.processes.processors",
         "INGESTION_STORAGE_DIR": str(tmp_path),
         "INGESTION_SETTLE_PERIOD_SEC": "0.2",
     }

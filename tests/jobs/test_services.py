@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from jobs import services
 from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL, Job, JobEvent, PeriodicTask
-from jobs.services import protocol
+from jobs.services import claims
 from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import listening, raw_connection, run_in_threads
@@ -321,7 +321,7 @@ def test_a_completion_announces_the_keys_it_frees_to_every_worker():
 
 
 def test_a_free_key_behind_a_long_backlog_of_busy_keys_is_still_claimed(monkeypatch):
-    monkeypatch.setattr(protocol, "CLAIM_WINDOW", 5)
+    monkeypatch.setattr(claims, "CLAIM_WINDOW", 5)
     services.job_enqueue_many(specs=[services.JobSpec(queue="default", task="t", lock_key="busy") for _ in range(20)])
     claim(limit=1)  # "busy" now runs; its 19 others fill the window
     behind = enqueue(task="t", lock_key="free")

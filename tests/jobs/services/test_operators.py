@@ -179,3 +179,26 @@ def test_two_operators_retrying_one_job_at_once_start_one_run():
     assert changed.count(True) == 1
     assert (job(job_id).attempt, job(job_id).max_attempts) == (5, 10)
     assert JobEvent.objects.filter(job_id=job_id, payload__reason="retry_requested").count() == 1
+
+
+def test_a_selection_names_its_positional_parameters():
+    """A queryset's SQL comes with ``%s`` placeholders; the statements that embed it add named ones."""
+    selection = services.Selection("SELECT job_id FROM dl_jobs WHERE queue = %s AND task LIKE '%%' || %s", ("q", "t"))
+
+    assert (
+        selection.sql
+        == "SELECT job_id FROM dl_jobs WHERE queue = %(selection_0)s AND task LIKE '%%' || %(selection_1)s"
+    )
+    assert selection.params == {"selection_0": "q", "selection_1": "t"}
+    assert services.Selection("SELECT 1", {"a": 1}).params == {"a": 1}
+
+
+def test_a_filter_with_a_pattern_selects_its_jobs():
+    made = jobs_in({"failed": 2}, queue="reports.daily")
+    jobs_in({"failed": 1}, queue="other")
+
+    done = services.jobs_retry(selection=matching(queue__contains="%ts.d"), by="ops", dry_run=True)
+    assert done.matched == 0  # a % in the value is a character to match, not a wildcard
+
+    done = services.jobs_retry(selection=matching(queue__startswith="reports."), by="ops")
+    assert (done.matched, done.changed) == (len(made["failed"]), 2)

@@ -1,0 +1,56 @@
+"""The jobs dashboard in the admin: its page (under the jobs' admin, its permissions) and the
+pause and resume buttons of its queues."""
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.views.decorators.http import require_POST
+
+from jobs import dashboard, services
+from pipeline_project.core.errors import ApplicationError
+from pipeline_project.core.snapshot import rendered_in_snapshot
+
+
+class DashboardAdminMixin:
+    """For the jobs' ModelAdmin: the dashboard's URLs and views."""
+
+    def dashboard_urls(self) -> list:
+        site = self.admin_site
+        return [
+            path("dashboard/", site.admin_view(self.dashboard_view), name="jobs_job_dashboard"),
+            path(
+                "dashboard/queues/<path:queue>/<str:change>/",
+                site.admin_view(require_POST(self.queue_change_view)),
+                name="jobs_job_queue_change",
+            ),
+        ]
+
+    def dashboard_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return rendered_in_snapshot(lambda: self._dashboard(request))
+
+    def _dashboard(self, request):
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Jobs dashboard",
+            **dashboard.context(can_pause=request.user.has_perm("jobs.change_queue")),
+        }
+        template = "admin/jobs/dashboard_body.html" if request.GET.get("fragment") else "admin/jobs/dashboard.html"
+        return TemplateResponse(request, template, context)
+
+    def queue_change_view(self, request, queue, change):
+        if not request.user.has_perm("jobs.change_queue") or change not in ("pause", "resume"):
+            raise PermissionDenied
+        act = services.queue_pause if change == "pause" else services.queue_resume
+        try:
+            changed = act(queue=queue, by=request.user.get_username())
+        except ApplicationError as error:
+            self.message_user(request, error.message, messages.ERROR)
+        else:
+            done = "paused" if change == "pause" else "resumed"
+            self.message_user(request, f"Queue {queue} {done}." if changed else f"Queue {queue} was already {done}.")
+        return redirect(reverse("admin:jobs_job_dashboard"))

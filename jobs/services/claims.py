@@ -1,0 +1,239 @@
+"""Claiming jobs: a queue's next claimable jobs become running under a new lease.
+
+The claim's SQL is shared with ``jobs.services.outcomes``, whose statement ends a run and
+claims the next job for its slot in one go.
+"""
+
+import uuid
+from dataclasses import dataclass
+
+from django.db import DatabaseError, IntegrityError, transaction
+
+from jobs.services.leases import Lease
+from pipeline_project.core import sql
+from pipeline_project.core.storable import first_line, storable_text
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    lease: Lease
+    queue: str
+    task: str
+    args: dict
+    lock_key: str
+    partition_key: str
+    max_attempts: int
+    lease_ttl_sec: int
+    cancel_requested: bool
+    has_successor: bool = False  # another job of its lock_key waited in its queue when it was claimed
+
+
+# What claiming does to a job (``j``) and what it returns (``claimed_job`` reads the columns).
+CLAIM_SET = """
+    status = 'running', attempt = j.attempt + 1, started_at = COALESCE(j.started_at, now()),
+    heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => j.lease_ttl_sec)
+"""
+# The statement's snapshot still shows ``j`` queued, hence ``s.job_id <> j.job_id``.
+CLAIMED_COLUMNS = """
+    j.job_id, j.attempt, j.started_at, j.queue, j.task, j.args, j.lock_key, j.partition_key, j.max_attempts,
+    j.lease_ttl_sec, j.cancel_requested,
+    EXISTS (SELECT FROM dl_jobs s
+            WHERE s.queue = j.queue AND s.lock_key = j.lock_key AND s.status = 'queued' AND s.job_id <> j.job_id)
+"""
+
+
+def claimed_job(row) -> ClaimedJob:
+    return ClaimedJob(
+        lease=Lease(job_id=row[0], attempt=row[1], started_at=row[2]),
+        queue=row[3],
+        task=row[4],
+        args=sql.json_value(row[5]),
+        lock_key=row[6],
+        partition_key=row[7],
+        max_attempts=row[8],
+        lease_ttl_sec=row[9],
+        cancel_requested=row[10],
+        has_successor=row[11],
+    )
+
+
+# A claim reads at most this many available jobs in order looking for free lock_keys, then (if
+# it found too few) the queue's lock_keys one by one, at most this many: either walk is bounded.
+CLAIM_WINDOW = 1000
+CLAIM_MAX_KEYS = 1000
+
+# The claim, as CTEs ending in ``claimed`` (the claimed rows), for a statement that starts
+# WITH RECURSIVE: a first pass over the first ``window`` available jobs in order (rows locked
+# by a concurrent claim are passed over, rows of busy keys never locked), then, if that found
+# too few, a second pass over each key's first job. Both passes find nothing in a paused
+# queue. Parameters: queue, limit, window, max_keys, and ``ending``: jobs the same statement
+# ends, whose lock_keys count as free although its snapshot shows them running. ``{after}``:
+# more conditions on a candidate ``c``.
+CLAIM_CTES = """
+    first_pass AS MATERIALIZED (
+        SELECT c.job_id
+        FROM (
+            SELECT job_id, lock_key, priority, created_at FROM dl_jobs
+            WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now()
+              AND (SELECT paused FROM dl_queues WHERE name = %(queue)s) IS NOT TRUE
+            ORDER BY priority, created_at, job_id
+            LIMIT %(window)s
+        ) AS w
+        JOIN dl_jobs c ON c.job_id = w.job_id
+        -- Scalar subqueries, not NOT EXISTS: the planner would turn those into anti-joins
+        -- that scan every running job; these are one index probe per candidate.
+        WHERE c.status = 'queued'
+          AND (SELECT true FROM dl_jobs r
+               WHERE r.lock_key = w.lock_key AND r.status = 'running' AND r.job_id <> ALL (%(ending)s::uuid[])
+               LIMIT 1) IS NULL
+          AND (SELECT true FROM dl_jobs e
+               WHERE e.queue = %(queue)s AND e.lock_key = w.lock_key AND e.status = 'queued'
+                 AND (e.priority, e.created_at, e.job_id) < (w.priority, w.created_at, w.job_id)
+               LIMIT 1) IS NULL
+          {after}
+        ORDER BY w.priority, w.created_at, w.job_id
+        LIMIT %(limit)s
+        FOR UPDATE OF c SKIP LOCKED
+    ),
+    keys AS (
+        SELECT first.lock_key, 1 AS n FROM (
+            SELECT lock_key FROM dl_jobs
+            WHERE status = 'queued' AND queue = %(queue)s AND (SELECT count(*) FROM first_pass) < %(limit)s
+              AND (SELECT paused FROM dl_queues WHERE name = %(queue)s) IS NOT TRUE
+            ORDER BY lock_key LIMIT 1
+        ) AS first
+        UNION ALL
+        SELECT next.lock_key, keys.n + 1 FROM keys, LATERAL (
+            SELECT lock_key FROM dl_jobs
+            WHERE status = 'queued' AND queue = %(queue)s AND lock_key > keys.lock_key
+            ORDER BY lock_key LIMIT 1
+        ) AS next
+        WHERE keys.n < %(max_keys)s
+    ),
+    heads AS (
+        SELECT head.job_id FROM keys, LATERAL (
+            SELECT job_id, available_at FROM dl_jobs
+            WHERE status = 'queued' AND queue = %(queue)s AND lock_key = keys.lock_key
+            ORDER BY priority, created_at, job_id LIMIT 1
+        ) AS head
+        WHERE head.available_at <= now()
+          AND (SELECT true FROM dl_jobs r
+               WHERE r.lock_key = keys.lock_key AND r.status = 'running' AND r.job_id <> ALL (%(ending)s::uuid[])
+               LIMIT 1) IS NULL
+    ),
+    second_pass AS MATERIALIZED (
+        SELECT c.job_id FROM dl_jobs c
+        WHERE c.job_id = ANY (ARRAY(SELECT job_id FROM heads)) AND c.status = 'queued'
+          AND c.job_id <> ALL (ARRAY(SELECT job_id FROM first_pass))
+          {after}
+        ORDER BY c.priority, c.created_at, c.job_id
+        LIMIT %(limit)s - (SELECT count(*) FROM first_pass)
+        FOR UPDATE OF c SKIP LOCKED
+    ),
+    claimed AS (
+        UPDATE dl_jobs j SET {claim_set}
+        WHERE j.job_id = ANY (ARRAY(SELECT job_id FROM first_pass UNION ALL SELECT job_id FROM second_pass))
+        RETURNING {claimed_columns}, j.priority, j.created_at
+    )
+"""
+
+
+def claim_ctes(*, after: str = "") -> str:
+    return CLAIM_CTES.format(after=after, claim_set=CLAIM_SET, claimed_columns=CLAIMED_COLUMNS)
+
+
+def claim_params(*, queue: str, limit: int, ending: list[uuid.UUID] = ()) -> dict:
+    return {
+        "queue": queue,
+        "limit": limit,
+        "window": CLAIM_WINDOW,
+        "max_keys": CLAIM_MAX_KEYS,
+        "ending": list(ending),
+    }
+
+
+PICKED_EVENTS = (
+    "SELECT job_id, queue, 'picked', jsonb_build_object('worker', %(worker)s::text, 'attempt', attempt) FROM claimed"
+)
+
+
+def jobs_claim(*, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
+    """Claim up to ``limit`` available jobs of a queue, in (priority, created_at) order.
+
+    A job is claimable when no job with its lock_key is running and none of its queue is
+    queued before it: jobs of one key run one at a time, in order, and a key's next job is
+    claimable the moment its predecessor finishes. Jobs of busy keys are passed over with no
+    write and no event. The claim looks for free jobs among the first ``CLAIM_WINDOW``
+    available ones; if that yields too few (a long backlog of busy keys in front), it also
+    takes the head job of each of the queue's keys, key by key, so free keys behind the
+    backlog are found too. ``FOR UPDATE SKIP LOCKED`` inside a materialized CTE keeps the
+    LIMIT a fence. The partial unique index on running lock_keys is the final guarantee: a
+    claim that loses a race to it (two queues, one key) fails with a unique violation, and
+    the caller simply claims again.
+    """
+    rows = sql.rows(
+        f"""
+        WITH RECURSIVE {claim_ctes()},
+        journal AS (INSERT INTO dl_job_events (job_id, queue, kind, payload) {PICKED_EVENTS})
+        SELECT * FROM claimed ORDER BY priority, created_at, job_id
+        """,
+        {**claim_params(queue=queue, limit=limit), "worker": worker_id},
+    )
+    return [claimed_job(row) for row in rows]
+
+
+def jobs_set_aside_unclaimable(*, queue: str, limit: int, worker_id: str) -> list[uuid.UUID]:
+    """Fail the jobs at the head of a queue that the database refuses to claim; return their ids.
+
+    For when a claim fails with an error that is not about the connection. Each candidate
+    gets the claim's change (running, a new attempt and lease) alone, inside a savepoint that
+    is always rolled back: one the database refuses (say, a lock_key too large for its index)
+    is failed with a journal event giving the database's reason, so the jobs behind it can be
+    claimed again; a lock_key held by a running job is not a refusal.
+    """
+    refused: dict[uuid.UUID, str] = {}
+    with transaction.atomic():
+        candidates = sql.rows(
+            """
+            SELECT job_id FROM dl_jobs WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now()
+            ORDER BY priority, created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+            """,
+            {"queue": queue, "limit": limit},
+        )
+        for (job_id,) in candidates:
+            savepoint = transaction.savepoint_create()
+            try:
+                sql.execute(f"UPDATE dl_jobs j SET {CLAIM_SET} WHERE j.job_id = %(job_id)s", {"job_id": job_id})
+            except IntegrityError as exc:
+                if not is_lock_key_race(exc):
+                    refused[job_id] = first_line(exc)
+            except DatabaseError as exc:
+                refused[job_id] = first_line(exc)
+            finally:
+                transaction.savepoint_rollback(savepoint)
+        if refused:
+            sql.execute(
+                """
+                WITH refused AS (SELECT * FROM unnest(%(job_ids)s::uuid[], %(reasons)s::text[]) AS r(job_id, reason)),
+                failed AS (
+                    UPDATE dl_jobs j
+                    SET status = 'failed', finished_at = now(), error = 'The database refused to run this job: ' || r.reason
+                    FROM refused r WHERE j.job_id = r.job_id
+                    RETURNING j.job_id, j.queue, r.reason
+                )
+                INSERT INTO dl_job_events (job_id, queue, kind, payload)
+                SELECT job_id, queue, 'failed', jsonb_build_object('reason', 'unclaimable', 'error', reason, 'worker', %(worker)s::text)
+                FROM failed
+                """,
+                {
+                    "job_ids": list(refused),
+                    "reasons": [storable_text(reason)[:1000] for reason in refused.values()],
+                    "worker": worker_id,
+                },
+            )
+    return list(refused)
+
+
+def is_lock_key_race(exc: IntegrityError) -> bool:
+    """A claim that lost the race for a lock_key to another worker's claim (harmless: claim again)."""
+    return getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) == "ux_dl_jobs_running_lock_key"
