@@ -13,7 +13,7 @@ from jobs.dbstates import deletion, selectors, services
 from jobs.dbstates.models import Instance, Name, PrepareEvent, PrepareJob, PrepareTask, State
 from pipeline_project.core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from pipeline_project.core.errors import ApplicationError
-from pipeline_project.core.snapshot import snapshot
+from pipeline_project.core.snapshot import read_in_snapshot, snapshot
 
 TREE_LIMIT = 500  # states drawn on the tree page
 
@@ -45,20 +45,10 @@ class OneSnapshotPagesMixin:
     inside it (a template response reads its querysets when it renders)."""
 
     def changelist_view(self, request, extra_context=None):
-        return _read_in_one_snapshot(request, super().changelist_view, request, extra_context)
+        return read_in_snapshot(super().changelist_view)(request, extra_context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        return _read_in_one_snapshot(request, super().change_view, request, object_id, form_url, extra_context)
-
-
-def _read_in_one_snapshot(request, view, *args):
-    if request.method not in ("GET", "HEAD"):
-        return view(*args)
-    with snapshot():
-        response = view(*args)
-        if hasattr(response, "render"):
-            response.render()
-    return response
+        return read_in_snapshot(super().change_view)(request, object_id, form_url, extra_context)
 
 
 class ServiceDeletionMixin:

@@ -4,37 +4,16 @@ Every page is read in one snapshot (``read_in_snapshot``): a process changing wh
 is built shows as it was before or after, never half of each.
 """
 
-from functools import wraps
-
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.template.response import SimpleTemplateResponse, TemplateResponse
+from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
 from jobs.processes import selectors, services
 from jobs.processes.models import Event, Process, Task
 from pipeline_project.core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from pipeline_project.core.errors import ApplicationError
-from pipeline_project.core.snapshot import snapshot
-
-SAFE_METHODS = ("GET", "HEAD")
-
-
-def read_in_snapshot(view):
-    """``view`` answering GET and HEAD from one snapshot, its template rendered inside it (a
-    TemplateResponse reads its querysets when rendered); other methods (actions) as they are."""
-
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if request.method not in SAFE_METHODS:
-            return view(request, *args, **kwargs)
-        with snapshot():
-            response = view(request, *args, **kwargs)
-            if isinstance(response, SimpleTemplateResponse):
-                response.render()
-            return response
-
-    return wrapper
+from pipeline_project.core.snapshot import read_in_snapshot
 
 
 class TaskInline(ReadOnlyTabularInline):

@@ -17,6 +17,7 @@ behind a transaction-pooling PgBouncer.
 """
 
 from contextlib import contextmanager
+from functools import wraps
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
@@ -41,3 +42,16 @@ def rendered_in_snapshot(view):
         if hasattr(response, "render"):
             response.render()
     return response
+
+
+def read_in_snapshot(view):
+    """``view`` answering GET and HEAD from one snapshot, its template rendered inside it
+    (:func:`rendered_in_snapshot`); other methods (actions) as they are."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if request.method not in ("GET", "HEAD"):
+            return view(request, *args, **kwargs)
+        return rendered_in_snapshot(lambda: view(request, *args, **kwargs))
+
+    return wrapper
