@@ -171,7 +171,6 @@ for _database in DATABASES.values():
     if _database["ENGINE"] == "django.db.backends.postgresql":
         _database["ENGINE"] = "pipeline_project.postgresql"
     _database["CONN_MAX_AGE"] = 0  # closing a connection gives it back to the pool
-    _database["CONN_HEALTH_CHECKS"] = True
     _options = _database.setdefault("OPTIONS", {})
     _options["pool"] = {
         "min_size": 0,

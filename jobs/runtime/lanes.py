@@ -7,8 +7,6 @@ from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Generic, TypeVar
 
-from django.db import connection
-
 from pipeline_project.databases import release_connections
 
 log = logging.getLogger("jobs.runtime")
@@ -85,7 +83,6 @@ class Lane(Generic[Run, Outcome]):
                 self._release_connections()  # a slot holds a pooled connection only while it uses it
                 run = self._report(run, outcome)
                 self._release_connections()
-        connection.close()
 
     def _release_connections(self) -> None:
         try:
