@@ -346,9 +346,11 @@ class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(Queue)
 class QueueAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Queues an operator paused (or paused and resumed); the dashboard pauses any queue."""
+    """Queues an operator paused (or resumed) or limited; the dashboard pauses and limits any queue."""
 
-    list_display = ["name", "paused", "changed_at", "changed_by"]
+    list_display = [
+        "name", "paused", "max_running", "rate_limit", "rate_period_sec", "limit_per_partition", "changed_at", "changed_by"
+    ]
 
 
 @admin.register(PeriodicTask)

@@ -1,6 +1,7 @@
 """The jobs dashboard in the admin: its page (under the jobs' admin, its permissions) and the
-pause and resume buttons of its queues."""
+pause and resume buttons and limits forms of its queues."""
 
+from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
@@ -20,6 +21,11 @@ class DashboardAdminMixin:
         site = self.admin_site
         return [
             path("dashboard/", site.admin_view(self.dashboard_view), name="jobs_job_dashboard"),
+            path(  # before the pause and resume path, which would take it
+                "dashboard/queues/<path:queue>/limits/",
+                site.admin_view(require_POST(self.queue_limits_view)),
+                name="jobs_job_queue_limits",
+            ),
             path(
                 "dashboard/queues/<path:queue>/<str:change>/",
                 site.admin_view(require_POST(self.queue_change_view)),
@@ -54,3 +60,28 @@ class DashboardAdminMixin:
             done = "paused" if change == "pause" else "resumed"
             self.message_user(request, f"Queue {queue} {done}." if changed else f"Queue {queue} was already {done}.")
         return redirect(reverse("admin:jobs_job_dashboard"))
+
+    def queue_limits_view(self, request, queue):
+        if not request.user.has_perm("jobs.change_queue"):
+            raise PermissionDenied
+        form = QueueLimitsForm(request.POST)
+        try:
+            if not form.is_valid():
+                problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
+                raise ApplicationError(f"Invalid queue limits: {problems}")
+            limits = services.queue_limits_set(queue=queue, by=request.user.get_username(), **form.cleaned_data)
+        except ApplicationError as error:
+            details = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in error.details.items())
+            self.message_user(request, f"{error.message} {details}".strip(), messages.ERROR)
+        else:
+            self.message_user(request, f"Queue {limits.queue}: limits set.")
+        return redirect(reverse("admin:jobs_job_dashboard"))
+
+
+class QueueLimitsForm(forms.Form):
+    """Types only (the rules are ``services.queue_limits_set``'s); an empty limit is no limit."""
+
+    max_running = forms.IntegerField(required=False)
+    rate_limit = forms.IntegerField(required=False)
+    rate_period_sec = forms.IntegerField(required=False)
+    per_partition = forms.BooleanField(required=False)

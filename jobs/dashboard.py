@@ -40,6 +40,8 @@ def _queue_row(name: str, queue: dict | None, activity: dict | None, widest: int
         "name": name,
         "paused": paused,
         "change_url": reverse("admin:jobs_job_queue_change", args=[name, "resume" if paused else "pause"]),
+        "limits_url": reverse("admin:jobs_job_queue_limits", args=[name]),
+        "limits": _limits(queue, depth),
         "total": sum(depth.values()),
         "segments": [
             {"status": status, "count": depth[status], "percent": round(100 * depth[status] / widest, 2)}
@@ -51,6 +53,17 @@ def _queue_row(name: str, queue: dict | None, activity: dict | None, widest: int
         "minutes": _columns(per_minute),
         "wait": activity["wait"] if activity else None,
         "run": activity["run"] if activity else None,
+    }
+
+
+def _limits(queue: dict | None, depth: dict) -> dict | None:
+    """A limited queue's limits beside what they count: jobs running, started in the rate period."""
+    if not queue or (queue["max_running"] is None and queue["rate_limit"] is None):
+        return None
+    return {
+        **{key: queue[key] for key in ("max_running", "rate_limit", "rate_period_sec", "per_partition")},
+        "running": depth.get(JobStatus.RUNNING, 0),
+        "started": queue["started_in_period"],
     }
 
 

@@ -21,6 +21,7 @@ from pipeline_project.core.triggers import statement_notify_triggers, statement_
 DL_STATUS_TYPE = "dl_status"
 NOTIFY_CHANNEL = "dl_jobs"
 CANCEL_CHANNEL = "dl_jobs_cancel"
+QUEUES_CHANNEL = "dl_queues"  # payload: a queue whose limits changed
 EVENTS_CHANNEL = "dl_job_events"  # payload: ids of jobs with new events, comma-separated
 EVENTS_NOTIFY_IDS = 200  # 200 ids of 36 characters stay under NOTIFY's 8,000-byte payload limit
 
@@ -291,16 +292,54 @@ class PeriodicTask(models.Model):
 
 class Queue(models.Model):
     """A queue's operator state. Queues exist by being named in jobs; a row appears when an
-    operator first pauses one."""
+    operator first pauses one or sets its limits."""
 
     name = models.TextField(primary_key=True)
     paused = models.BooleanField(default=False)
+    # Limits (``jobs.services.claims.jobs_claim_limited`` enforces them): at most ``max_running``
+    # running, at most ``rate_limit`` started per ``rate_period_sec``; per partition_key with
+    # ``limit_per_partition``.
+    max_running = models.IntegerField(null=True, blank=True)
+    rate_limit = models.IntegerField(null=True, blank=True)
+    rate_period_sec = models.IntegerField(null=True, blank=True)
+    limit_per_partition = models.BooleanField(default=False, db_default=False)
     changed_at = models.DateTimeField(db_default=TransactionNow())
     changed_by = models.TextField(blank=True, default="")
 
     class Meta:
         db_table = "dl_queues"
         ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(max_running__isnull=True) | Q(max_running__gte=1))
+                & (
+                    Q(rate_limit__isnull=True, rate_period_sec__isnull=True)
+                    | Q(rate_limit__gte=1, rate_period_sec__gte=1)
+                ),
+                name="dl_queues_chk_limits",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def limited(self) -> bool:
+        return self.max_running is not None or self.rate_limit is not None
+
+
+class QueueStart(models.Model):
+    """One claim of a job of a rate-limited queue (the rate limit counts these); written and
+    pruned by the limited claim only."""
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.TextField()
+    partition_key = models.TextField()
+    started_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "dl_queue_starts"
+        indexes = [models.Index(fields=["queue", "started_at"], name="ix_dl_queue_starts")]
+
+    def __str__(self) -> str:
+        return f"{self.queue} {self.started_at}"

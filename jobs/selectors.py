@@ -105,19 +105,48 @@ def workers() -> list[dict]:
 
 
 def queues() -> list[dict]:
-    """Every queue with jobs or operator state: its depth by status, and whether it is paused."""
+    """Every queue with jobs or operator state: its depth by status, whether it is paused, its
+    limits, and (rate-limited ones) how many jobs started in the last rate period."""
     depths = queue_depths()
     states = {queue.name: queue for queue in Queue.objects.all()}
+    started = queue_starts_in_period()
+    unset = Queue()
     return [
         {
             "name": name,
-            "paused": bool(states.get(name) and states[name].paused),
-            "changed_at": states[name].changed_at if name in states else None,
-            "changed_by": states[name].changed_by if name in states else "",
+            "paused": state.paused,
+            "changed_at": state.changed_at if name in states else None,
+            "changed_by": state.changed_by,
             "depth": depths.get(name, {}),
+            "max_running": state.max_running,
+            "rate_limit": state.rate_limit,
+            "rate_period_sec": state.rate_period_sec,
+            "per_partition": state.limit_per_partition,
+            "started_in_period": started.get(name, 0) if state.rate_limit else None,
         }
         for name in sorted(set(depths) | set(states))
+        for state in [states.get(name, unset)]
     ]
+
+
+def queue_starts_in_period() -> dict[str, int]:
+    """Per rate-limited queue, the jobs started in its last rate period (all partitions)."""
+    return dict(
+        sql.rows(
+            """
+            SELECT q.name, count(s.*) FROM dl_queues q
+            JOIN dl_queue_starts s ON s.queue = q.name AND s.started_at > now() - make_interval(secs => q.rate_period_sec)
+            WHERE q.rate_limit IS NOT NULL
+            GROUP BY q.name
+            """
+        )
+    )
+
+
+def queue_limits(*, queues: list[str]) -> dict[str, Queue]:
+    """The limited ones among ``queues``, by name."""
+    limited = Queue.objects.filter(name__in=queues).filter(Q(max_running__isnull=False) | Q(rate_limit__isnull=False))
+    return {queue.name: queue for queue in limited}
 
 
 def throughput(*, minutes: int = 60) -> list[dict]:

@@ -10,7 +10,7 @@ as many per statement as have finished since its last write (``jobs.results``), 
 overlaps claiming. Until a run is recorded its job is still ``running`` in the database: its lease
 is renewed with the others, and claims leave jobs with its lock_key alone. When a finished run's
 lock_key has a job waiting, its handler thread writes the result and claims the next job in one
-statement, and runs it in the same slot.
+statement, and runs it in the same slot. Limited queues are claimed apart: ``jobs.limited_queues``.
 
 The worker's own statements commit asynchronously (``DL_WORKER_SYNCHRONOUS_COMMIT``): a database
 crash can lose the last few hundred milliseconds of claims and results, which only means those
@@ -29,7 +29,8 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from jobs import metrics, selectors, services
-from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL
+from jobs.limited_queues import LimitedQueues
+from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL, QUEUES_CHANNEL
 from jobs.registry import JobContext, Registry, failure_outcome, run_handler
 from jobs.results import ResultWriter
 from jobs.runtime.build import worker_name
@@ -61,7 +62,7 @@ class Running:
 class QueueSource:
     """The job queue on the runtime: claims, lanes per queue, results, leases."""
 
-    channels = (NOTIFY_CHANNEL, CANCEL_CHANNEL)
+    channels = (NOTIFY_CHANNEL, CANCEL_CHANNEL, QUEUES_CHANNEL)
 
     @classmethod
     def build(cls, queues: dict[str, int], setup: WorkerSetup) -> "QueueSource":
@@ -95,6 +96,7 @@ class QueueSource:
         self._claimed_counter = {queue: metrics.CLAIMED.labels(queue=queue) for queue in config.queues}
         self._running_gauge = {queue: metrics.RUNNING.labels(queue=queue) for queue in config.queues}
         self._may_have_work = dict.fromkeys(config.queues, True)
+        self._limited = LimitedQueues(config.queues)  # claimed within their limits (``jobs.limited_queues``)
         self._registered = False
         self._next_heartbeat = time.monotonic() + config.heartbeat_sec
         self._next_available: float | None = None
@@ -122,11 +124,14 @@ class QueueSource:
 
     def recheck(self) -> None:
         self._may_have_work = dict.fromkeys(self.config.queues, True)
+        self._limited.refresh_soon()
 
     def notified(self, channel: str, payload: str) -> None:
         if channel == NOTIFY_CHANNEL:
             if payload in self._may_have_work:
                 self._may_have_work[payload] = True
+        elif channel == QUEUES_CHANNEL:
+            self._limited.refresh_soon()
         else:
             running = self._running.get(_as_uuid(payload))
             if running is not None:
@@ -145,6 +150,7 @@ class QueueSource:
             )
             if self._next_available is not None:
                 deadlines.append(self._next_available)
+            deadlines.extend(self._limited.retry_deadlines())
         if self._running:
             deadlines.append(
                 min(running.renew_at - RENEW_EARLY * running.renew_every for running in self._running.values())
@@ -158,6 +164,7 @@ class QueueSource:
             self._schedule_next_available()
         self._wake_for_scheduled_jobs()
         if not stopping:
+            self._may_have_work.update(dict.fromkeys(self._limited.before_claims(now), True))
             self._claim()
         self._heartbeat_if_due()
 
@@ -171,9 +178,8 @@ class QueueSource:
             executing = [running for running in self._running.values() if not running.finished]
             for running in executing:
                 running.context.mark_lease_lost()  # its thread may not write any more
-            released = services.jobs_release(
-                leases=[running.context.job.lease for running in executing], worker_id=self.worker_name
-            )
+            leases = [running.context.job.lease for running in executing]
+            released = services.jobs_release(leases=leases, worker_id=self.worker_name)
             log.warning("shutdown timeout: released running jobs", extra={"released": released})
         if self._registered:
             services.worker_deregister(worker_id=self.worker_id)
@@ -217,7 +223,7 @@ class QueueSource:
             free = min(lane.free, self.config.claim_batch)
             lane.freed_at = None
             try:
-                jobs = services.jobs_claim(queue=queue, limit=free, worker_id=self.worker_name)
+                jobs = self._limited.claim(queue=queue, limit=free, worker_id=self.worker_name)
             except DATABASE_ERRORS as exc:
                 if isinstance(exc, IntegrityError) and services.is_lock_key_race(exc):
                     # Another queue's worker took a job with the same lock_key at the same moment: claim again.
@@ -236,6 +242,7 @@ class QueueSource:
             # lock_key become claimable when it frees: a NOTIFY (or our own recording) says so.
             if len(jobs) < free:
                 self._may_have_work[queue] = False
+                self._limited.came_up_short(queue)
                 drained = True
         if drained:
             self._schedule_next_available()
@@ -244,20 +251,17 @@ class QueueSource:
         """After a claim the database refused: fail the jobs it refuses, so the rest can run."""
         refused = services.jobs_set_aside_unclaimable(queue=queue, limit=limit, worker_id=self.worker_name)
         if refused:
-            log.error(
-                "failed jobs the database refuses to claim",
-                extra={"queue": queue, "job_ids": [str(job_id) for job_id in refused]},
-            )
+            extra = {"queue": queue, "job_ids": [str(job_id) for job_id in refused]}
+            log.error("failed jobs the database refuses to claim", extra=extra)
             metrics.SET_ASIDE.labels(queue=queue).inc(len(refused))
         return bool(refused)
 
     def _schedule_next_available(self) -> None:
         """Set the timer to the earliest future available_at in our queues (none fires a NOTIFY)."""
         soonest = selectors.next_available_at(queues=list(self.config.queues))
-        if soonest is None:
-            self._next_available = None
-        else:
-            self._next_available = time.monotonic() + max(0.0, (soonest - timezone.now()).total_seconds())
+        self._next_available = (
+            None if soonest is None else time.monotonic() + max(0.0, (soonest - timezone.now()).total_seconds())
+        )
 
     def _running_for(self, job: services.ClaimedJob) -> Running:
         context = JobContext(job, self.worker_name, progress_interval_sec=self.config.progress_interval_sec)
@@ -278,15 +282,15 @@ class QueueSource:
     def _hand_off(self, running: Running, outcome: services.Outcome | None) -> Running | None:
         """Report a finished run; return the next run for this slot, if any.
 
-        Usually the run goes to the control loop and the recorder, which batch results. But
-        when a job of its lock_key waits, this thread writes the result itself and, in the
-        same statement, claims the queue's first claimable job (that one, unless another is
-        due first), which then runs here at once: a key's jobs follow each other with one
-        statement between them and no hop between threads.
+        Usually the run goes to the control loop and the recorder, which batch results. But when a
+        job of its lock_key waits (in a queue without limits), this thread writes the result and, in
+        the same statement, claims the queue's first claimable job (that one, unless another is due
+        first), which runs here at once: one statement between a key's jobs, no hop between threads.
         """
         running.outcome = outcome
         job = running.context.job
-        if outcome is None or not job.has_successor or self.runtime.stop_requested.is_set():
+        limited = job.queue in self._limited
+        if outcome is None or not job.has_successor or limited or self.runtime.stop_requested.is_set():
             self._finished.append(running)
             self.runtime.wake()
             return None
@@ -349,8 +353,9 @@ class QueueSource:
         """A run whose outcome is written, or (``written`` False) whose lease was lost in the run."""
         job = running.context.job
         self._running.pop(job.lease.job_id, None)
-        # The next job of its lock_key, if any, is claimable now.
+        # The next job of its lock_key, if any, is claimable now (and the budget of a limited queue freed).
         self._may_have_work[job.queue] = True
+        self._limited.ended(job.queue)
         metrics.record_outcome(
             queue=job.queue, task=job.task, status=status, seconds=time.perf_counter() - running.started
         )

@@ -153,6 +153,31 @@ class QueueSerializer(serializers.Serializer):
     changed_at = serializers.DateTimeField(allow_null=True)
     changed_by = serializers.CharField()
     depth = serializers.DictField(child=serializers.IntegerField(), help_text="Jobs by status.")
+    max_running = serializers.IntegerField(allow_null=True)
+    rate_limit = serializers.IntegerField(allow_null=True)
+    rate_period_sec = serializers.IntegerField(allow_null=True)
+    per_partition = serializers.BooleanField()
+    started_in_period = serializers.IntegerField(
+        allow_null=True, help_text="Jobs started in the last rate_period_sec (null: no rate limit)."
+    )
+
+
+class QueueLimitsSerializer(RequestSerializer):
+    """Types only: the ranges and rules are ``services.queue_limits_set``'s. The body replaces the
+    queue's limits: an absent or null limit is no limit."""
+
+    max_running = StrictIntegerField(required=False, allow_null=True, help_text="At most this many running.")
+    rate_limit = StrictIntegerField(required=False, allow_null=True, help_text="At most this many started...")
+    rate_period_sec = StrictIntegerField(required=False, allow_null=True, help_text="...per this many seconds.")
+    per_partition = StrictBooleanField(required=False, help_text="The limits hold per partition_key.")
+
+
+class QueueLimitsOutSerializer(serializers.Serializer):
+    queue = serializers.CharField()
+    max_running = serializers.IntegerField(allow_null=True)
+    rate_limit = serializers.IntegerField(allow_null=True)
+    rate_period_sec = serializers.IntegerField(allow_null=True)
+    per_partition = serializers.BooleanField()
 
 
 class QueueChangeSerializer(serializers.Serializer):

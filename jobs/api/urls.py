@@ -17,4 +17,5 @@ urlpatterns = [
     # Queue names may hold slashes.
     path("queues/<path:queue>/pause", views.QueuePauseView.as_view(), name="queues-pause"),
     path("queues/<path:queue>/resume", views.QueueResumeView.as_view(), name="queues-resume"),
+    path("queues/<path:queue>/limits", views.QueueLimitsView.as_view(), name="queues-limits"),
 ]

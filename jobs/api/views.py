@@ -226,6 +226,20 @@ class QueuePauseView(APIView):
         return Response({"queue": queue, "paused": True, "changed": changed})
 
 
+class QueueLimitsView(APIView):
+    permission_model = Queue
+
+    @extend_schema(
+        request=s.QueueLimitsSerializer,
+        responses=s.QueueLimitsOutSerializer,
+        summary="Set a queue's limits (running at once, started per period; per partition_key or not)",
+    )
+    def put(self, request, queue):
+        body = validated(s.QueueLimitsSerializer, request.data)
+        limits = services.queue_limits_set(queue=queue, by=_caller(request), **body)
+        return Response(s.QueueLimitsOutSerializer(limits).data)
+
+
 class QueueResumeView(APIView):
     permission_model = Queue
     post_permission = "change"

@@ -7,7 +7,13 @@ rows to ``dl_job_events``, so the journal and the job never disagree. Callers im
 names from here: ``from jobs import services; services.job_enqueue(...)``.
 """
 
-from jobs.services.claims import ClaimedJob, is_lock_key_race, jobs_claim, jobs_set_aside_unclaimable
+from jobs.services.claims import (
+    ClaimedJob,
+    is_lock_key_race,
+    jobs_claim,
+    jobs_claim_limited,
+    jobs_set_aside_unclaimable,
+)
 from jobs.services.leases import Lease, job_progress, jobs_heartbeat, jobs_release
 from jobs.services.maintenance import (
     PERIODIC_LOCK_SPACE,
@@ -26,6 +32,7 @@ from jobs.services.maintenance import (
 from jobs.services.operators import (
     Counts,
     Deletion,
+    QueueLimits,
     Selection,
     job_cancel,
     job_delete,
@@ -33,8 +40,10 @@ from jobs.services.operators import (
     jobs_cancel,
     jobs_delete,
     jobs_retry,
+    queue_limits_set,
     queue_pause,
     queue_resume,
+    queues_wake,
 )
 from jobs.services.outcomes import Outcome, job_complete_and_claim, jobs_complete
 from jobs.services.producers import (
@@ -66,6 +75,7 @@ __all__ = [
     "Lease",
     "Outcome",
     "PeriodicRun",
+    "QueueLimits",
     "Reaped",
     "Selection",
     "first_line",
@@ -80,6 +90,7 @@ __all__ = [
     "job_spec_problems",
     "jobs_cancel",
     "jobs_claim",
+    "jobs_claim_limited",
     "jobs_complete",
     "jobs_delete",
     "jobs_heartbeat",
@@ -90,8 +101,10 @@ __all__ = [
     "jobs_set_aside_unclaimable",
     "jobs_statistics_refresh",
     "periodic_task_run",
+    "queue_limits_set",
     "queue_pause",
     "queue_resume",
+    "queues_wake",
     "text_field_problem",
     "worker_deregister",
     "worker_heartbeat",

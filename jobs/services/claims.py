@@ -29,8 +29,10 @@ class ClaimedJob:
 
 
 # What claiming does to a job (``j``) and what it returns (``claimed_job`` reads the columns).
+# statement_timestamp(): the same as now() in a statement of its own; in the limited claim's
+# transaction, the time of the claim itself, which the rate limit counts, not of its first statement.
 CLAIM_SET = """
-    status = 'running', attempt = j.attempt + 1, started_at = COALESCE(j.started_at, now()),
+    status = 'running', attempt = j.attempt + 1, started_at = COALESCE(j.started_at, statement_timestamp()),
     heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => j.lease_ttl_sec)
 """
 # The statement's snapshot still shows ``j`` queued, hence ``s.job_id <> j.job_id``.
@@ -62,11 +64,28 @@ def claimed_job(row) -> ClaimedJob:
 CLAIM_WINDOW = 1000
 CLAIM_MAX_KEYS = 1000
 
+# The claim's conditions, shared by the claim statements. Scalar subqueries, not NOT EXISTS:
+# the planner would turn those into anti-joins that scan every running job; these are one
+# index probe per candidate. ``KEY_FREE``: no job of the key runs (but those the statement
+# ends); ``FIRST_OF_KEY``: no job of the key is queued before the candidate ``w``.
+KEY_FREE = """(SELECT true FROM dl_jobs r
+               WHERE r.lock_key = {key} AND r.status = 'running' AND r.job_id <> ALL (%(ending)s::uuid[])
+               LIMIT 1) IS NULL"""
+FIRST_OF_KEY = """(SELECT true FROM dl_jobs e
+               WHERE e.queue = %(queue)s AND e.lock_key = w.lock_key AND e.status = 'queued'
+                 AND (e.priority, e.created_at, e.job_id) < (w.priority, w.created_at, w.job_id)
+               LIMIT 1) IS NULL"""
+# The queue is neither paused nor limited: the same one primary-key probe of ``dl_queues`` that
+# the pause alone costs. A limited queue is claimed only by ``jobs_claim_limited``, so a worker
+# that has not heard yet that a queue became limited claims nothing from it, never too much.
+UNLIMITED = """(SELECT paused OR max_running IS NOT NULL OR rate_limit IS NOT NULL
+                FROM dl_queues WHERE name = %(queue)s) IS NOT TRUE"""
+
 # The claim, as CTEs ending in ``claimed`` (the claimed rows), for a statement that starts
 # WITH RECURSIVE: a first pass over the first ``window`` available jobs in order (rows locked
 # by a concurrent claim are passed over, rows of busy keys never locked), then, if that found
-# too few, a second pass over each key's first job. Both passes find nothing in a paused
-# queue. Parameters: queue, limit, window, max_keys, and ``ending``: jobs the same statement
+# too few, a second pass over each key's first job. Both passes find nothing in a paused or
+# limited queue (``UNLIMITED``). Parameters: queue, limit, window, max_keys, and ``ending``: jobs the same statement
 # ends, whose lock_keys count as free although its snapshot shows them running. ``{after}``:
 # more conditions on a candidate ``c``.
 CLAIM_CTES = """
@@ -75,21 +94,12 @@ CLAIM_CTES = """
         FROM (
             SELECT job_id, lock_key, priority, created_at FROM dl_jobs
             WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now()
-              AND (SELECT paused FROM dl_queues WHERE name = %(queue)s) IS NOT TRUE
+              AND {unlimited}
             ORDER BY priority, created_at, job_id
             LIMIT %(window)s
         ) AS w
         JOIN dl_jobs c ON c.job_id = w.job_id
-        -- Scalar subqueries, not NOT EXISTS: the planner would turn those into anti-joins
-        -- that scan every running job; these are one index probe per candidate.
-        WHERE c.status = 'queued'
-          AND (SELECT true FROM dl_jobs r
-               WHERE r.lock_key = w.lock_key AND r.status = 'running' AND r.job_id <> ALL (%(ending)s::uuid[])
-               LIMIT 1) IS NULL
-          AND (SELECT true FROM dl_jobs e
-               WHERE e.queue = %(queue)s AND e.lock_key = w.lock_key AND e.status = 'queued'
-                 AND (e.priority, e.created_at, e.job_id) < (w.priority, w.created_at, w.job_id)
-               LIMIT 1) IS NULL
+        WHERE c.status = 'queued' AND {key_free_w} AND {first_of_key}
           {after}
         ORDER BY w.priority, w.created_at, w.job_id
         LIMIT %(limit)s
@@ -99,7 +109,7 @@ CLAIM_CTES = """
         SELECT first.lock_key, 1 AS n FROM (
             SELECT lock_key FROM dl_jobs
             WHERE status = 'queued' AND queue = %(queue)s AND (SELECT count(*) FROM first_pass) < %(limit)s
-              AND (SELECT paused FROM dl_queues WHERE name = %(queue)s) IS NOT TRUE
+              AND {unlimited}
             ORDER BY lock_key LIMIT 1
         ) AS first
         UNION ALL
@@ -116,10 +126,7 @@ CLAIM_CTES = """
             WHERE status = 'queued' AND queue = %(queue)s AND lock_key = keys.lock_key
             ORDER BY priority, created_at, job_id LIMIT 1
         ) AS head
-        WHERE head.available_at <= now()
-          AND (SELECT true FROM dl_jobs r
-               WHERE r.lock_key = keys.lock_key AND r.status = 'running' AND r.job_id <> ALL (%(ending)s::uuid[])
-               LIMIT 1) IS NULL
+        WHERE head.available_at <= now() AND {key_free_keys}
     ),
     second_pass AS MATERIALIZED (
         SELECT c.job_id FROM dl_jobs c
@@ -139,7 +146,15 @@ CLAIM_CTES = """
 
 
 def claim_ctes(*, after: str = "") -> str:
-    return CLAIM_CTES.format(after=after, claim_set=CLAIM_SET, claimed_columns=CLAIMED_COLUMNS)
+    return CLAIM_CTES.format(
+        after=after,
+        unlimited=UNLIMITED,
+        key_free_w=KEY_FREE.format(key="w.lock_key"),
+        key_free_keys=KEY_FREE.format(key="keys.lock_key"),
+        first_of_key=FIRST_OF_KEY,
+        claim_set=CLAIM_SET,
+        claimed_columns=CLAIMED_COLUMNS,
+    )
 
 
 def claim_params(*, queue: str, limit: int, ending: list[uuid.UUID] = ()) -> dict:
@@ -179,6 +194,102 @@ def jobs_claim(*, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
         """,
         {**claim_params(queue=queue, limit=limit), "worker": worker_id},
     )
+    return [claimed_job(row) for row in rows]
+
+
+# The claim of a limited queue, run after ``jobs_claim_limited`` locked the queue's row, so its
+# snapshot sees every claim of the queue before it. Candidates (the first ``window`` available
+# jobs whose lock_key is free, as in the first pass, at most ``limit`` of them unless budgets are
+# per partition) are grouped by ``part`` (the partition_key, or NULL: one group); each group gets
+# its budget: max_running less its running jobs, rate_limit less its starts in the last
+# rate_period_sec (NULL: no such limit). Claims are recorded in ``dl_queue_starts`` for the rate,
+# whose rows older than the period go in the same statement.
+LIMITED_CLAIM = """
+    WITH limits AS (
+        SELECT max_running, rate_limit, rate_period_sec, limit_per_partition AS per_partition,
+               statement_timestamp() - make_interval(secs => rate_period_sec) AS since
+        FROM dl_queues WHERE name = %(queue)s AND NOT paused
+    ),
+    candidates AS MATERIALIZED (
+        SELECT w.job_id, w.priority, w.created_at, CASE WHEN limits.per_partition THEN w.partition_key END AS part
+        FROM limits, (
+            SELECT job_id, lock_key, partition_key, priority, created_at FROM dl_jobs
+            WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now()
+            ORDER BY priority, created_at, job_id
+            LIMIT %(window)s
+        ) AS w
+        WHERE {key_free} AND {first_of_key}
+        ORDER BY w.priority, w.created_at, w.job_id
+        LIMIT (SELECT CASE WHEN per_partition THEN %(window)s ELSE %(limit)s END FROM limits)
+    ),
+    budgets AS (
+        SELECT p.part, LEAST(
+            limits.max_running - (
+                SELECT count(*) FROM dl_jobs r
+                WHERE r.status = 'running' AND r.queue = %(queue)s AND (p.part IS NULL OR r.partition_key = p.part)),
+            CASE WHEN limits.rate_limit IS NOT NULL THEN limits.rate_limit - (
+                SELECT count(*) FROM dl_queue_starts s
+                WHERE s.queue = %(queue)s AND s.started_at > limits.since
+                  AND (p.part IS NULL OR s.partition_key = p.part)) END
+        ) AS budget
+        FROM limits, (SELECT DISTINCT part FROM candidates) AS p
+    ),
+    picked AS MATERIALIZED (
+        SELECT c.job_id FROM dl_jobs c
+        WHERE c.status = 'queued' AND c.job_id = ANY (ARRAY(
+            SELECT ranked.job_id FROM (
+                SELECT job_id, part, row_number() OVER (PARTITION BY part ORDER BY priority, created_at, job_id) AS n
+                FROM candidates
+            ) AS ranked JOIN budgets b ON b.part IS NOT DISTINCT FROM ranked.part
+            WHERE ranked.n <= COALESCE(b.budget, %(limit)s)))
+        ORDER BY c.priority, c.created_at, c.job_id
+        LIMIT %(limit)s
+        FOR UPDATE OF c SKIP LOCKED
+    ),
+    claimed AS (
+        UPDATE dl_jobs j SET {claim_set}
+        WHERE j.job_id = ANY (ARRAY(SELECT job_id FROM picked))
+        RETURNING {claimed_columns}, j.priority, j.created_at
+    ),
+    started AS (
+        INSERT INTO dl_queue_starts (queue, partition_key, started_at)
+        SELECT claimed.queue, claimed.partition_key, statement_timestamp() FROM claimed, limits
+        WHERE limits.rate_limit IS NOT NULL
+    ),
+    pruned AS (
+        DELETE FROM dl_queue_starts s USING limits WHERE s.queue = %(queue)s AND s.started_at <= limits.since
+    ),
+    journal AS (INSERT INTO dl_job_events (job_id, queue, kind, payload) {picked_events})
+    SELECT * FROM claimed ORDER BY priority, created_at, job_id
+"""
+
+
+def jobs_claim_limited(*, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
+    """Claim like ``jobs_claim``, within the queue's limits (``Queue.max_running``, ``rate_limit``).
+
+    One short transaction: lock the queue's row, which serialises the claims of this queue
+    (only), then claim in a statement whose snapshot, taken after the lock, counts every
+    running job and start of the claims before it: no two workers can spend one budget. A
+    queue without limits (they were just cleared) gets the ordinary claim.
+    """
+    params = {**claim_params(queue=queue, limit=limit), "worker": worker_id}
+    with transaction.atomic():
+        limited = sql.rows(
+            "SELECT max_running IS NOT NULL OR rate_limit IS NOT NULL FROM dl_queues WHERE name = %(queue)s FOR UPDATE",
+            params,
+        )
+        if not (limited and limited[0][0]):
+            return jobs_claim(queue=queue, limit=limit, worker_id=worker_id)
+        rows = sql.rows(
+            LIMITED_CLAIM.format(
+                key_free=KEY_FREE.format(key="w.lock_key"),
+                first_of_key=FIRST_OF_KEY,
+                claim_set=CLAIM_SET,
+                claimed_columns=CLAIMED_COLUMNS,
+                picked_events=PICKED_EVENTS,
+            ),
+            params,
+        )
     return [claimed_job(row) for row in rows]
 
 

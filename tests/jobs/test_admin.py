@@ -8,7 +8,7 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from jobs import selectors, services
-from jobs.models import Job, JobEvent, Worker
+from jobs.models import Job, JobEvent, Queue, Worker
 from tests.conftest import ALL_DATABASES
 
 pytestmark = ALL_DATABASES
@@ -412,6 +412,22 @@ def test_dashboard_pauses_and_resumes_queues_with_the_permission(admin_client, v
     admin_client.post("/admin/jobs/job/dashboard/queues/default/resume/")
     assert not any(queue["paused"] for queue in selectors.queues())
     assert admin_client.get("/admin/jobs/job/dashboard/queues/default/pause/").status_code == 405
+
+
+def test_dashboard_sets_and_shows_queue_limits_with_the_permission(admin_client, viewer, jobs):
+    url = "/admin/jobs/job/dashboard/queues/default/limits/"
+    assert viewer.post(url, {"max_running": "2"}).status_code == 403
+
+    admin_client.post(url, {"max_running": "2", "rate_limit": "10", "rate_period_sec": "60", "per_partition": "on"})
+    page = admin_client.get(DASHBOARD).content.decode()
+
+    queue = Queue.objects.get(name="default")
+    assert (queue.max_running, queue.rate_limit, queue.rate_period_sec, queue.limit_per_partition) == (2, 10, 60, True)
+    assert "running 1 / max 2 · started 0 / 10 per 60 s · per partition" in page
+    response = admin_client.post(url, {"max_running": "0"}, follow=True)
+    assert "max_running: Must be a whole number" in response.content.decode()
+    admin_client.post(url, {})
+    assert Queue.objects.get(name="default").max_running is None
 
 
 def test_an_action_first_says_how_many_jobs_it_changes(admin_client, jobs):

@@ -254,6 +254,26 @@ def test_a_pause_stops_claims_at_once_and_resume_wakes_the_worker():
             wait_for_status(item.job_id, "succeeded", timeout=2)  # woken by the resume's NOTIFY, not the sweep
 
 
+def test_a_worker_hears_of_new_limits_and_keeps_them():
+    """Limits set while the worker runs: it hears them (NOTIFY, not the 60-s sweep) and claims
+    within them, the next job of a key too (no complete-and-claim past the limit)."""
+    with running_worker(queues={"default": 6}):
+        warm = enqueue(task="test.echo")
+        wait_for_status(warm.job_id, "succeeded")
+        services.queue_limits_set(queue="default", by="test", max_running=2)
+        jobs = [enqueue(task="test.sleep", args={"seconds": 0.05}, lock_key=f"k{i % 3}") for i in range(12)]
+        peak, deadline = 0, time.monotonic() + 15
+        while Job.objects.filter(status="succeeded").count() < 1 + len(jobs):
+            assert time.monotonic() < deadline, "the limited jobs did not all run"
+            peak = max(peak, Job.objects.filter(status="running").count())
+            time.sleep(0.005)
+        services.queue_limits_set(queue="default", by="test")  # cleared: claimed as before
+        free = [enqueue(task="test.echo") for _ in range(3)]
+        for item in free:
+            wait_for_status(item.job_id, "succeeded", timeout=2)
+    assert peak == 2
+
+
 # --- hostile jobs: no job may stall a worker ---------------------------------------------------
 
 

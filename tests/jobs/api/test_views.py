@@ -439,3 +439,41 @@ def test_queues_pause_resume_and_list_through_the_api(api):
     assert [(q["name"], q["paused"], q["depth"]) for q in listed] == [("load/cbr", True, {"queued": 1})]
     assert resumed.json() == {"queue": "load/cbr", "paused": False, "changed": True}
     assert api.post("/api/v1/queues/not a queue/pause").status_code == 400
+
+
+@ALL_DATABASES
+def test_queue_limits_through_the_api(api):
+    enqueue(task="t", queue="load/cbr")
+
+    set_ = api.put(
+        "/api/v1/queues/load/cbr/limits",
+        {"max_running": 3, "rate_limit": 10, "rate_period_sec": 60, "per_partition": True},
+        format="json",
+    )
+    listed = api.get("/api/v1/queues").json()[0]
+    cleared = api.put("/api/v1/queues/load/cbr/limits", {}, format="json")
+
+    assert set_.status_code == 200
+    assert set_.json() == {
+        "queue": "load/cbr", "max_running": 3, "rate_limit": 10, "rate_period_sec": 60, "per_partition": True
+    }
+    assert (listed["max_running"], listed["rate_limit"], listed["started_in_period"]) == (3, 10, 0)
+    assert cleared.json()["max_running"] is None and api.get("/api/v1/queues").json()[0]["started_in_period"] is None
+
+
+@ALL_DATABASES
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"max_running": 0}, "max_running"),
+        ({"max_running": "3"}, "max_running"),
+        ({"rate_limit": 5}, "rate_period_sec"),
+        ({"rate_period_sec": 5}, "rate_limit"),
+        ({"rate_limit": 5, "rate_period_sec": 0}, "rate_period_sec"),
+        ({"max_runing": 3}, "max_runing"),
+    ],
+)
+def test_queue_limits_refuses_bad_values_naming_the_field(api, body, field):
+    response = api.put("/api/v1/queues/q/limits", body, format="json")
+    assert response.status_code == 400
+    assert field in response.json()["details"]

@@ -30,6 +30,29 @@ def test_queues_pause_resume_and_list():
     assert run("queues", "list") == "reports\tactive\tqueued 1\n"
 
 
+def test_queues_limit_sets_lists_and_clears_limits():
+    enqueue(task="t", queue="reports")
+
+    assert run("queues", "limit", "reports", "--max-running", "3", "--rate", "10/60s", "--per-partition") == (
+        "reports: max 3 running, 10/60s started, per partition\n"
+    )
+    assert run("queues", "list") == (
+        "reports\tactive\tqueued 1\tmax 3 running, 10/60s started (0 in the last period), per partition\n"
+    )
+    assert Queue.objects.get(name="reports").rate_period_sec == 60
+    assert run("queues", "limit", "reports") == "reports: no limits\n"
+    assert run("queues", "list") == "reports\tactive\tqueued 1\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--rate", "ten"], "--rate: N/T"), (["--max-running", "0"], "max_running"), (["--rate", "5/0"], "rate_period_sec")],
+)
+def test_queues_limit_refuses_bad_values(args, message):
+    with pytest.raises(CommandError, match=message):
+        run("queues", "limit", "reports", *args)
+
+
 def test_queues_refuses_a_bad_name():
     with pytest.raises(CommandError, match="Invalid queue name"):
         run("queues", "pause", "not a queue")

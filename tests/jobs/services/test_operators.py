@@ -1,10 +1,12 @@
 """Operators' actions over one job or every job a filter matches: one statement, a journal row each."""
 
 import pytest
+from django.db import IntegrityError
 from django.utils import timezone
 
 from jobs import services
-from jobs.models import CANCEL_CHANNEL, Job, JobEvent
+from jobs.models import CANCEL_CHANNEL, QUEUES_CHANNEL, Job, JobEvent, Queue
+from pipeline_project.core.errors import InvalidInputError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import listening, run_in_threads
 from tests.jobs.conftest import enqueue, job, kinds
@@ -202,3 +204,23 @@ def test_a_filter_with_a_pattern_selects_its_jobs():
 
     done = services.jobs_retry(selection=matching(queue__startswith="reports."), by="ops")
     assert (done.matched, done.changed) == (len(made["failed"]), 2)
+
+
+def test_setting_queue_limits_wakes_the_workers_and_names_bad_fields():
+    with listening("default", QUEUES_CHANNEL) as received:
+        limits = services.queue_limits_set(queue="reports", by="ops", max_running=3, per_partition=True)
+        assert received() == ["reports"]
+    assert limits == services.QueueLimits("reports", 3, None, None, True)
+    queue = Queue.objects.get(name="reports")
+    assert (queue.max_running, queue.limit_per_partition, queue.changed_by, queue.paused) == (3, True, "ops", False)
+
+    for bad, field in [
+        ({"max_running": True}, "max_running"),
+        ({"rate_limit": 2**31}, "rate_limit"),
+        ({"rate_limit": 1}, "rate_period_sec"),
+    ]:
+        with pytest.raises(InvalidInputError) as error:
+            services.queue_limits_set(queue="reports", by="ops", **bad)
+        assert list(error.value.details) == [field]
+    with pytest.raises(IntegrityError):  # the table's own check, for writes that bypass the service
+        Queue.objects.filter(name="reports").update(max_running=0)
