@@ -9,6 +9,7 @@
               jobs/s from the first `picked` event to the last finished_at (start-up excluded),
               CPU per job of the worker and of the rest of the machine, and the share of CPU time
               the hypervisor gave to other VMs meanwhile (Linux /proc; a busy neighbour slows every figure).
+              --max-running N: the queue limited to N running (the limited claim's cost; README "Queue limits").
 2. --enqueue  services.job_enqueue_many: bulk batches of 1,000, and one-row inserts from 4
               threads, with the migrated statement-level NOTIFY triggers, the seed's per-row
               trigger (seed 002 section 4) instead, and no trigger.
@@ -104,6 +105,17 @@ def control_db(params: dict, dbname: str = BENCH_DATABASES["default"]):
 def reset_jobs(params: dict, dbname: str = BENCH_DATABASES["default"]) -> None:
     with control_db(params, dbname) as conn:
         conn.execute("TRUNCATE dl_jobs, dl_job_events")
+
+
+def limit_queue(params: dict, max_running: int | None) -> None:
+    """The bench queue limited to ``max_running`` running jobs (None: no limits, as by default)."""
+    with control_db(params) as conn:
+        conn.execute("DELETE FROM dl_queues WHERE name = %s", [QUEUE])
+        if max_running is not None:
+            conn.execute(
+                "INSERT INTO dl_queues (name, paused, max_running, changed_by) VALUES (%s, false, %s, 'bench')",
+                [QUEUE, max_running],
+            )
 
 
 def vacuum_analyze(params: dict, dbname: str = BENCH_DATABASES["default"]) -> None:
@@ -207,12 +219,13 @@ class Drain:
     stolen_share: float  # of the wall-clock CPU time, taken by the hypervisor for other VMs
 
 
-def drain_rate(params: dict, env: dict, *, concurrency: int, jobs: int) -> Drain:
+def drain_rate(params: dict, env: dict, *, concurrency: int, jobs: int, max_running: int | None = None) -> Drain:
     """Fresh queue of ``jobs`` no-op jobs, one worker until all succeeded: jobs/s and CPU per job.
 
     CPU is counted from the first succeeded job on (start-up excluded) to the end.
     """
     reset_jobs(params)
+    limit_queue(params, max_running)
     enqueue_in_batches(jobs, BATCH)
     vacuum_analyze(params)
     with control_db(params) as conn, runworker(env, concurrency) as worker:
@@ -252,7 +265,9 @@ def bench_drain(params: dict, env: dict, args) -> None:
     drains = {concurrency: [] for concurrency in args.concurrency}
     for _run in range(args.drain_runs):
         for concurrency, runs in drains.items():
-            runs.append(drain_rate(params, env, concurrency=concurrency, jobs=args.drain_jobs))
+            runs.append(
+                drain_rate(params, env, concurrency=concurrency, jobs=args.drain_jobs, max_running=args.max_running)
+            )
     rows = []
     for concurrency, runs in drains.items():
         median = statistics.median(run.jobs_per_sec for run in runs)
@@ -272,7 +287,8 @@ def bench_drain(params: dict, env: dict, args) -> None:
         )
     print_table(
         f"1. drain: {args.drain_jobs:,} queued jobs.noop (unique lock_keys), one worker process, first `picked` → "
-        "last finished_at; each run on fresh data, worker stopped by SIGTERM and exited 0",
+        "last finished_at; each run on fresh data, worker stopped by SIGTERM and exited 0"
+        + (f"; the queue limited to {args.max_running} running (Queue limits)" if args.max_running else ""),
         rows,
     )
 
@@ -574,6 +590,7 @@ def main() -> None:
     parser.add_argument("--drain-jobs", type=int, default=10_000)
     parser.add_argument("--drain-runs", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 16], help="runworker concurrency per drain")
+    parser.add_argument("--max-running", type=int, help="drain a queue limited to this many running (default: none)")
     parser.add_argument("--bulk-jobs", type=int, default=100_000, help="jobs per bulk enqueue measurement")
     parser.add_argument("--enqueue-runs", type=int, default=3, help="rounds over the three trigger variants")
     parser.add_argument(

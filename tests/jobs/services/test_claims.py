@@ -130,7 +130,8 @@ def test_clearing_the_rate_forgets_its_starts():
 
 def test_concurrent_claimers_never_overshoot():
     """16 threads claim batches of 8 from a queue limited to 3 (each giving its pooled connection
-    back between claims, so all take turns); a connection of its own samples the running count."""
+    back between claims, so all take turns) while a producer adds jobs that go first (so claimers'
+    snapshots disagree on which jobs come first); a connection of its own samples the running count."""
     services.job_enqueue_many(specs=[services.JobSpec(queue="q", task="t", lock_key=f"k{n}") for n in range(300)])
     limit(max_running=3)
     samples, stop = [], threading.Event()
@@ -144,12 +145,18 @@ def test_concurrent_claimers_never_overshoot():
                     samples.append(count.fetchone()[0])
             stop.set()
             return
+        if index == 1:
+            for priority in range(1000, 0, -1):
+                if stop.is_set():
+                    break
+                services.job_enqueue(spec=services.JobSpec(queue="q", task="t", lock_key=f"p{priority}", priority=priority))
+            return
         while not stop.is_set():
             jobs = claim(count=8)
             time.sleep(0.002)
             finish(jobs)
             connections.close_all()
 
-    run_in_threads(17, run)
+    run_in_threads(18, run)
     assert max(samples) == 3
     assert Job.objects.filter(status="succeeded").count() > 30
