@@ -7,8 +7,9 @@ worker that has not heard of a new limit yet claims nothing there, never too muc
 reads its queues' limits at start, again when they change (``QUEUES_CHANNEL``) and at every safety
 sweep (a missed notification). Nothing tells a worker when a limited queue's budget frees — a job
 of it ends on another worker, its rate period moves on — so workers announce the ends of limited
-queues' jobs (a NOTIFY, only for those queues), and a limited queue that came up short is tried
-again after a short delay: its rate period divided by its rate, at most ``MAX_RETRY_SEC``.
+queues' jobs (a NOTIFY, only for those queues), and a limited queue that came up short while jobs
+wait is tried again after a short delay: its rate period divided by its rate, at most
+``MAX_RETRY_SEC`` (an idle queue is not polled: inserts NOTIFY).
 """
 
 import time
@@ -44,9 +45,9 @@ class LimitedQueues:
         return claim(queue=queue, limit=limit, worker_id=worker_id)
 
     def came_up_short(self, queue: str) -> None:
-        """A claim took fewer jobs than asked: if the queue is limited, its budget may be why."""
+        """A claim took fewer jobs than asked: if the queue is limited and jobs wait, its budget is why."""
         limits = self.limits.get(queue)
-        if limits is not None:
+        if limits is not None and selectors.queue_has_available_jobs(queue=queue):
             delay = MAX_RETRY_SEC if limits.rate_limit is None else limits.rate_period_sec / limits.rate_limit
             self._retry_at[queue] = time.monotonic() + min(MAX_RETRY_SEC, max(MIN_RETRY_SEC, delay))
 

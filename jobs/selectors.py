@@ -143,6 +143,14 @@ def queue_starts_in_period() -> dict[str, int]:
     )
 
 
+def queue_has_available_jobs(*, queue: str) -> bool:
+    """Whether a queued job of ``queue`` is available now (one probe of ix_dl_jobs_claim)."""
+    return sql.rows(
+        "SELECT EXISTS (SELECT FROM dl_jobs WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now())",
+        {"queue": queue},
+    )[0][0]
+
+
 def queue_limits(*, queues: list[str]) -> dict[str, Queue]:
     """The limited ones among ``queues``, by name."""
     limited = Queue.objects.filter(name__in=queues).filter(Q(max_running__isnull=False) | Q(rate_limit__isnull=False))
