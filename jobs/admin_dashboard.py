@@ -65,16 +65,17 @@ class DashboardAdminMixin:
         if not request.user.has_perm("jobs.change_queue"):
             raise PermissionDenied
         form = QueueLimitsForm(request.POST)
-        try:
-            if not form.is_valid():
-                problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
-                raise ApplicationError(f"Invalid queue limits: {problems}")
-            limits = services.queue_limits_set(queue=queue, by=request.user.get_username(), **form.cleaned_data)
-        except ApplicationError as error:
-            details = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in error.details.items())
-            self.message_user(request, f"{error.message} {details}".strip(), messages.ERROR)
-        else:
-            self.message_user(request, f"Queue {limits.queue}: limits set.")
+        problems = form.errors
+        if form.is_valid():
+            try:
+                limits = services.queue_limits_set(queue=queue, by=request.user.get_username(), **form.cleaned_data)
+            except ApplicationError as error:
+                problems = error.details or {"queue": [error.message]}
+            else:
+                self.message_user(request, f"Queue {limits.queue}: limits set.")
+        if problems:
+            listed = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in problems.items())
+            self.message_user(request, f"Invalid queue limits: {listed}", messages.ERROR)
         return redirect(reverse("admin:jobs_job_dashboard"))
 
 

@@ -323,10 +323,6 @@ class Queue(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    @property
-    def limited(self) -> bool:
-        return self.max_running is not None or self.rate_limit is not None
-
 
 class QueueStart(models.Model):
     """One claim of a job of a rate-limited queue (the rate limit counts these); written and
