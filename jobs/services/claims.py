@@ -200,7 +200,7 @@ def jobs_claim(*, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
 # The claim of a limited queue, run after ``jobs_claim_limited`` locked the queue's row, so its
 # snapshot sees every claim of the queue before it. Candidates (the first ``window`` available
 # jobs whose lock_key is free, as in the first pass, at most ``limit`` of them unless budgets are
-# per partition) are grouped by ``part`` (the partition_key, or NULL: one group); each group gets
+# per partition) are grouped by ``part`` (the partition_key, or '': one group); each group gets
 # its budget: max_running less its running jobs, rate_limit less its starts in the last
 # rate_period_sec (NULL: no such limit). Claims are recorded in ``dl_queue_starts`` for the rate,
 # whose rows older than the period go in the same statement.
@@ -211,7 +211,7 @@ LIMITED_CLAIM = """
         FROM dl_queues WHERE name = %(queue)s AND NOT paused
     ),
     candidates AS MATERIALIZED (
-        SELECT w.job_id, w.priority, w.created_at, CASE WHEN limits.per_partition THEN w.partition_key END AS part
+        SELECT w.job_id, w.priority, w.created_at, CASE WHEN limits.per_partition THEN w.partition_key ELSE '' END AS part
         FROM limits, (
             SELECT job_id, lock_key, partition_key, priority, created_at FROM dl_jobs
             WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now()
@@ -222,15 +222,15 @@ LIMITED_CLAIM = """
         ORDER BY w.priority, w.created_at, w.job_id
         LIMIT (SELECT CASE WHEN per_partition THEN %(window)s ELSE %(limit)s END FROM limits)
     ),
-    budgets AS (
+    budgets AS MATERIALIZED (  -- each partition's counts once, not once per candidate
         SELECT p.part, LEAST(
             limits.max_running - (
                 SELECT count(*) FROM dl_jobs r
-                WHERE r.status = 'running' AND r.queue = %(queue)s AND (p.part IS NULL OR r.partition_key = p.part)),
+                WHERE r.status = 'running' AND r.queue = %(queue)s AND (NOT limits.per_partition OR r.partition_key = p.part)),
             CASE WHEN limits.rate_limit IS NOT NULL THEN limits.rate_limit - (
                 SELECT count(*) FROM dl_queue_starts s
                 WHERE s.queue = %(queue)s AND s.started_at > limits.since
-                  AND (p.part IS NULL OR s.partition_key = p.part)) END
+                  AND (NOT limits.per_partition OR s.partition_key = p.part)) END
         ) AS budget
         FROM limits, (SELECT DISTINCT part FROM candidates) AS p
     ),
@@ -240,7 +240,7 @@ LIMITED_CLAIM = """
             SELECT ranked.job_id FROM (
                 SELECT job_id, part, row_number() OVER (PARTITION BY part ORDER BY priority, created_at, job_id) AS n
                 FROM candidates
-            ) AS ranked JOIN budgets b ON b.part IS NOT DISTINCT FROM ranked.part
+            ) AS ranked JOIN budgets b ON b.part = ranked.part
             WHERE ranked.n <= COALESCE(b.budget, %(limit)s)))
         ORDER BY c.priority, c.created_at, c.job_id
         LIMIT %(limit)s
