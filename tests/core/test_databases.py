@@ -8,8 +8,8 @@ from django.db import DatabaseError, connection
 from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from pipeline_project.postgresql.base import DatabaseWrapper
 from pipeline_project.databases import check_pooled_connection, connection_params, is_transient_error, session_set
+from pipeline_project.postgresql.base import DatabaseWrapper
 from tests.conftest import ALL_DATABASES
 from tests.db_helpers import raw_connection, run_in_threads
 
