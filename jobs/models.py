@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from jobs.dependencies import dependencies_trigger
 from pipeline_project.core.triggers import statement_notify_triggers, statement_trigger
 
 DL_STATUS_TYPE = "dl_status"
@@ -198,7 +199,7 @@ class Job(models.Model):
             # created_at order. (Newest-first listings walk the primary key: job ids are UUIDv7.)
             BrinIndex(fields=["created_at"], name="ix_dl_jobs_created_brin"),
         ]
-        triggers = statement_notify_triggers(name="dl_jobs_notify", body=_notify_ready_sql)
+        triggers = [*statement_notify_triggers(name="dl_jobs_notify", body=_notify_ready_sql), dependencies_trigger()]
 
     def __str__(self) -> str:
         return f"{self.task} {self.job_id}"
@@ -246,6 +247,31 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} #{self.event_id}"
+
+
+class JobDependency(models.Model):
+    """``job`` waits for ``upstream`` (see ``jobs.dependencies``). A job's rows share run_anyway
+    and requested_available_at."""
+
+    pk = models.CompositePrimaryKey("job", "upstream")
+    job = models.ForeignKey(
+        Job, on_delete=models.DB_CASCADE, db_column="job_id", db_index=False, related_name="upstream_links"
+    )
+    upstream = models.ForeignKey(
+        Job, on_delete=models.DB_CASCADE, db_column="upstream_id", related_name="downstream_links"
+    )
+    run_anyway = models.BooleanField(default=False, help_text="Run once every upstream job finished, whatever its end.")
+    requested_available_at = models.DateTimeField(null=True, blank=True, help_text="The producer's available_at.")
+    canceled_it = models.BooleanField(
+        default=False, help_text="This upstream job's end canceled the job: retrying it brings the job back."
+    )
+
+    class Meta:
+        db_table = "dl_job_dependencies"
+        verbose_name = "job dependency"
+
+    def __str__(self) -> str:
+        return f"{self.job_id} after {self.upstream_id}"
 
 
 class Worker(models.Model):

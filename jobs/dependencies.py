@@ -1,0 +1,122 @@
+"""Job dependencies in the database: one SQL function settles waiting jobs, one trigger calls it.
+
+A job that waits for others is ``queued`` with ``available_at`` = :data:`WAITING_AVAILABLE_AT`,
+so the claim (``available_at <= now()``) never sees it and jobs without dependencies pay
+nothing. ``dl_job_dependencies_settle(jobs)`` decides each given waiting job's fate from its
+upstream jobs' statuses: all succeeded (or, with run_anyway, all finished) → released at the
+available_at its producer asked for (the notify trigger wakes the workers); one failed,
+canceled or lost and no run_anyway → canceled, naming it. The ``dl_jobs_dependencies`` trigger
+calls it for every statement that ends jobs others wait for — a worker's outcome, an operator's
+cancel, the reaper — so every path obeys one rule; and when a job is retried it brings back
+the jobs its end had canceled. Canceled and released jobs' own updates fire the trigger
+again, so the effects run down chains.
+"""
+
+from datetime import UTC, datetime
+
+import pgtrigger
+
+from pipeline_project.core.triggers import statement_trigger
+
+# Far enough for any claim never to reach, near enough for Python datetimes to load in any time zone.
+WAITING_AVAILABLE_AT = datetime(9999, 12, 31, tzinfo=UTC)
+_WAITING = "'9999-12-31 00:00:00+00'::timestamptz"
+_ENDED = "('failed', 'canceled', 'lost')"  # final unless an operator retries the job
+_FINISHED = "('succeeded', 'failed', 'canceled', 'lost')"
+
+# Locks the jobs first (a statement of its own), so two upstream jobs ending at once settle
+# their dependent one after the other, the second reading the first's committed status.
+SETTLE_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION dl_job_dependencies_settle(candidates uuid[]) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM FROM dl_jobs WHERE job_id = ANY (candidates) AND status = 'queued' ORDER BY job_id FOR NO KEY UPDATE;
+    WITH state AS MATERIALIZED (
+        SELECT d.job_id, bool_and(u.status = 'succeeded') AS all_succeeded,
+               bool_and(u.status IN {_FINISHED}) AS all_finished, bool_or(d.run_anyway) AS run_anyway,
+               max(d.requested_available_at) AS requested,
+               (array_agg(u.job_id ORDER BY u.job_id) FILTER (WHERE u.status IN {_ENDED}))[1] AS culprit,
+               (array_agg(u.status::text ORDER BY u.job_id) FILTER (WHERE u.status IN {_ENDED}))[1] AS culprit_status
+        FROM dl_job_dependencies d JOIN dl_jobs u ON u.job_id = d.upstream_id
+        WHERE d.job_id = ANY (candidates)
+        GROUP BY d.job_id
+    ),
+    ready AS (
+        UPDATE dl_jobs j SET available_at = GREATEST(s.requested, now())
+        FROM state s
+        WHERE j.job_id = s.job_id AND j.status = 'queued' AND j.available_at = {_WAITING}
+          AND (s.all_succeeded OR (s.run_anyway AND s.all_finished))
+        RETURNING j.job_id
+    ),
+    canceled AS (
+        UPDATE dl_jobs j
+        SET status = 'canceled', cancel_requested = true, finished_at = now(), lease_expires_at = NULL,
+            error = format('Upstream job %s %s.', s.culprit, s.culprit_status)
+        FROM state s
+        WHERE j.job_id = s.job_id AND j.status = 'queued' AND s.culprit IS NOT NULL AND NOT s.run_anyway
+        RETURNING j.job_id, j.queue, s.culprit, s.culprit_status
+    ),
+    -- A retried job whose upstream jobs have not all finished waits again.
+    waiting AS (
+        UPDATE dl_jobs j SET available_at = {_WAITING}
+        FROM state s
+        WHERE j.job_id = s.job_id AND j.status = 'queued' AND j.available_at <> {_WAITING}
+          AND NOT s.all_succeeded AND NOT s.all_finished AND (s.culprit IS NULL OR s.run_anyway)
+        RETURNING j.job_id
+    ),
+    blamed AS (
+        UPDATE dl_job_dependencies d SET canceled_it = true
+        FROM canceled c WHERE d.job_id = c.job_id AND d.upstream_id = c.culprit
+    )
+    INSERT INTO dl_job_events (job_id, queue, kind, payload)
+    SELECT job_id, queue, 'canceled',
+           jsonb_build_object('reason', 'upstream', 'upstream', culprit, 'upstream_status', culprit_status)
+    FROM canceled;
+END
+$$;
+"""
+DROP_SETTLE_FUNCTION = "DROP FUNCTION IF EXISTS dl_job_dependencies_settle(uuid[]);"
+
+# ``ended``: jobs others wait for that just finished. ``retried``: finished jobs queued again
+# (by an operator, or brought back here) that others wait for or that wait themselves. Claims,
+# heartbeats and a run's own retries change nothing here and cost no probe.
+_TRIGGER_FUNC = f"""
+DECLARE
+    ended uuid[];
+    retried uuid[];
+BEGIN
+    SELECT array_agg(n.job_id) FILTER (WHERE n.status <> 'queued'), array_agg(n.job_id) FILTER (WHERE n.status = 'queued')
+    INTO ended, retried
+    FROM new_values n JOIN old_values o ON o.job_id = n.job_id
+    WHERE n.status IS DISTINCT FROM o.status
+      AND (n.status IN {_FINISHED} OR (n.status = 'queued' AND o.status IN {_FINISHED}))
+      AND (EXISTS (SELECT FROM dl_job_dependencies d WHERE d.upstream_id = n.job_id)
+           OR (n.status = 'queued' AND EXISTS (SELECT FROM dl_job_dependencies d WHERE d.job_id = n.job_id)));
+    IF ended IS NULL AND retried IS NULL THEN
+        RETURN NULL;
+    END IF;
+    WITH back AS (
+        UPDATE dl_job_dependencies d SET canceled_it = false
+        WHERE d.upstream_id = ANY (retried) AND d.canceled_it
+        RETURNING d.job_id, d.upstream_id
+    ),
+    restored AS (
+        UPDATE dl_jobs j
+        SET status = 'queued', available_at = {_WAITING}, cancel_requested = false, finished_at = NULL, error = NULL
+        FROM back b WHERE j.job_id = b.job_id AND j.status = 'canceled'
+        RETURNING j.job_id, j.queue, b.upstream_id
+    )
+    INSERT INTO dl_job_events (job_id, queue, kind, payload)
+    SELECT job_id, queue, 'queued', jsonb_build_object('reason', 'upstream retried', 'upstream', upstream_id)
+    FROM restored;
+    PERFORM dl_job_dependencies_settle(ARRAY(
+        SELECT d.job_id FROM dl_job_dependencies d WHERE d.upstream_id = ANY (ended)
+        UNION SELECT unnest(retried)
+    ));
+    RETURN NULL;
+END;
+"""
+
+
+def dependencies_trigger() -> pgtrigger.Composer:
+    return statement_trigger(name="dl_jobs_dependencies", operation=pgtrigger.Update, func=_TRIGGER_FUNC)
