@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
-from jobs.dependencies import dependencies_trigger
+from jobs.dependencies import WAITING_AVAILABLE_AT, dependencies_trigger
 from pipeline_project.core.triggers import statement_notify_triggers, statement_trigger
 
 DL_STATUS_TYPE = "dl_status"
@@ -207,6 +207,15 @@ class Job(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in FINISHED_STATUSES
+
+    @property
+    def is_waiting(self) -> bool:
+        """Queued, but waiting for other jobs (see ``jobs.dependencies``)."""
+        return self.status == JobStatus.QUEUED and self.available_at == WAITING_AVAILABLE_AT
+
+    @property
+    def display_status(self) -> str:
+        return "waiting" if self.is_waiting else self.status
 
 
 def _notify_events_sql() -> str:
