@@ -1,8 +1,10 @@
 """Job dependencies: jobs wait for others, are released or canceled by the trigger on every path."""
 
 import uuid
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from jobs import services
 from jobs.dependencies import WAITING_AVAILABLE_AT
@@ -135,6 +137,15 @@ def test_through_the_worker_protocol():
     # The trigger runs after the statement: b is released then, for the next claim.
     assert status == "succeeded" and claimed is None and ready(b)
     assert [c.lease.job_id for c in services.jobs_claim(queue="dep-protocol", limit=5, worker_id="w")] == [b]
+
+
+def test_a_lost_upstream_cancels_its_dependent_through_the_reaper():
+    a = enqueue(task="t", queue="dep-reaped", max_attempts=1).job_id
+    b = enqueue(task="t", depends_on=[a]).job_id
+    services.jobs_claim(queue="dep-reaped", limit=1, worker_id="w")
+    Job.objects.filter(job_id=a).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert services.jobs_reap().lost == 1
+    assert job(b).status == "canceled" and job(b).error == f"Upstream job {a} lost."
 
 
 def test_upstream_jobs_already_finished():
