@@ -122,7 +122,6 @@ def test_a_page_whose_job_is_deleted_says_so_and_stops_refreshing(live_server, p
     assert page.locator(".live-refresh-gone").count() == 1
 
 
-
 def test_follow_a_canceled_jobs_upstream_retry_it_and_see_the_job_run(live_server, page):
     upstream = off_loop(enqueue, task="test.until_fixed", max_attempts=1)
     dependent = off_loop(enqueue, task="test.echo", depends_on=[upstream.job_id])
@@ -141,6 +140,7 @@ def test_follow_a_canceled_jobs_upstream_retry_it_and_see_the_job_run(live_serve
     page.goto(job_url(live_server, dependent.job_id))
     page.locator("#job-status").filter(has_text="succeeded").wait_for(timeout=20_000)
     assert page.locator("#job-waits-for .status-badge").inner_text() == "succeeded"
+
 
 # Names as real projects have them: Django tasks are named by their module path; queue names and
 # lock keys with no space to wrap at.
