@@ -46,7 +46,7 @@ BEGIN
         FROM state s
         WHERE j.job_id = s.job_id AND j.status = 'queued' AND j.available_at = {_WAITING}
           AND (s.all_succeeded OR (s.run_anyway AND s.all_finished))
-        RETURNING j.job_id
+        RETURNING j.job_id, j.queue, j.available_at, s.all_succeeded
     ),
     canceled AS (
         UPDATE dl_jobs j
@@ -68,10 +68,16 @@ BEGIN
         UPDATE dl_job_dependencies d SET canceled_it = true
         FROM canceled c WHERE d.job_id = c.job_id AND d.upstream_id = c.culprit
     )
+    -- A released job's requeue event says since when it is ready: its wait is counted from there.
     INSERT INTO dl_job_events (job_id, queue, kind, payload)
     SELECT job_id, queue, 'canceled',
            jsonb_build_object('reason', 'upstream', 'upstream', culprit, 'upstream_status', culprit_status)
-    FROM canceled;
+    FROM canceled
+    UNION ALL
+    SELECT job_id, queue, 'requeue',
+           jsonb_build_object('reason', CASE WHEN all_succeeded THEN 'upstream succeeded' ELSE 'upstream finished' END,
+                              'available_at', available_at)
+    FROM ready;
 END
 $$;
 """
@@ -107,7 +113,8 @@ BEGIN
         RETURNING j.job_id, j.queue, b.upstream_id
     )
     INSERT INTO dl_job_events (job_id, queue, kind, payload)
-    SELECT job_id, queue, 'queued', jsonb_build_object('reason', 'upstream retried', 'upstream', upstream_id)
+    SELECT job_id, queue, 'queued',
+           jsonb_build_object('reason', 'upstream retried', 'upstream', upstream_id, 'waiting', true)
     FROM restored;
     PERFORM dl_job_dependencies_settle(ARRAY(
         SELECT d.job_id FROM dl_job_dependencies d WHERE d.upstream_id = ANY (ended)

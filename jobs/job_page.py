@@ -107,9 +107,12 @@ def _plus(total: timedelta | None, start: datetime, end: datetime) -> timedelta:
     return (total or timedelta()) + max(end - start, timedelta())
 
 
-def _ready_at(event: Event) -> datetime:
+def _ready_at(event: Event) -> datetime | None:
     """When a queued or requeue event made the job claimable: its time, or the later
-    available_at it set (a scheduled job, a retry's backoff)."""
+    available_at it set (a scheduled job, a retry's backoff); None when it made the job wait
+    for other jobs (the requeue event that releases it says when it became ready)."""
+    if event.payload.get("waiting"):
+        return None
     later = event.payload.get("available_at")
     later = parse_datetime(later) if isinstance(later, str) else None
     return max(event.ts, later) if later else event.ts

@@ -181,7 +181,7 @@ def _jobs_insert(specs: list[JobSpec], new_ids: list[uuid.UUID]) -> dict[uuid.UU
                        jsonb_build_object('producer', i.producer, 'idempotency_key', i.idempotency_key,
                                           'available_at', COALESCE(t.available_at, now()))
                        || CASE WHEN t.depends_on IS NULL THEN '{{}}'::jsonb
-                               ELSE jsonb_build_object('depends_on', t.depends_on) END
+                               ELSE jsonb_build_object('depends_on', t.depends_on, 'waiting', true) END
                 FROM inserted i JOIN input t ON t.job_id = i.job_id
             )
             SELECT job_id, status::text FROM inserted

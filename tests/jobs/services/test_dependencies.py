@@ -46,6 +46,7 @@ def test_a_chain_waits_then_runs_in_order_and_a_failure_cancels_the_rest():
 
     end(a, "succeeded")
     assert ready(b) and waiting(c)
+    assert (last_event(b).kind, last_event(b).payload["reason"]) == ("requeue", "upstream succeeded")
 
     end(b, "failed")
     row = job(c)
@@ -100,7 +101,7 @@ def test_cancelling_cascades_down_and_retrying_brings_the_jobs_back():
     assert services.job_retry(job_id=a, requested_by="ops")
     assert ready(a) and waiting(b) and waiting(c)
     assert last_event(b).kind == "queued"
-    assert last_event(b).payload == {"reason": "upstream retried", "upstream": str(a)}
+    assert last_event(b).payload == {"reason": "upstream retried", "upstream": str(a), "waiting": True}
     assert job(b).error is None and not job(b).cancel_requested
 
 
