@@ -24,11 +24,14 @@ _WAITING = "'9999-12-31 00:00:00+00'::timestamptz"
 _ENDED = "('failed', 'canceled', 'lost')"  # final unless an operator retries the job
 _FINISHED = "('succeeded', 'failed', 'canceled', 'lost')"
 
-# Locks the jobs first (a statement of its own), so two upstream jobs ending at once settle
-# their dependent one after the other, the second reading the first's committed status.
+# Returns the jobs it canceled. Locks the jobs first (a statement of its own), so two upstream
+# jobs ending at once settle their dependent one after the other, the second reading the
+# first's committed status.
 SETTLE_FUNCTION = f"""
-CREATE OR REPLACE FUNCTION dl_job_dependencies_settle(candidates uuid[]) RETURNS void
+CREATE OR REPLACE FUNCTION dl_job_dependencies_settle(candidates uuid[]) RETURNS uuid[]
 LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    done uuid[];
 BEGIN
     PERFORM FROM dl_jobs WHERE job_id = ANY (candidates) AND status = 'queued' ORDER BY job_id FOR NO KEY UPDATE;
     WITH state AS MATERIALIZED (
@@ -67,17 +70,21 @@ BEGIN
     blamed AS (
         UPDATE dl_job_dependencies d SET canceled_it = true
         FROM canceled c WHERE d.job_id = c.job_id AND d.upstream_id = c.culprit
-    )
+    ),
     -- A released job's requeue event says since when it is ready: its wait is counted from there.
-    INSERT INTO dl_job_events (job_id, queue, kind, payload)
-    SELECT job_id, queue, 'canceled',
-           jsonb_build_object('reason', 'upstream', 'upstream', culprit, 'upstream_status', culprit_status)
-    FROM canceled
-    UNION ALL
-    SELECT job_id, queue, 'requeue',
-           jsonb_build_object('reason', CASE WHEN all_succeeded THEN 'upstream succeeded' ELSE 'upstream finished' END,
-                              'available_at', available_at)
-    FROM ready;
+    journal AS (
+        INSERT INTO dl_job_events (job_id, queue, kind, payload)
+        SELECT job_id, queue, 'canceled',
+               jsonb_build_object('reason', 'upstream', 'upstream', culprit, 'upstream_status', culprit_status)
+        FROM canceled
+        UNION ALL
+        SELECT job_id, queue, 'requeue',
+               jsonb_build_object('reason', CASE WHEN all_succeeded THEN 'upstream succeeded' ELSE 'upstream finished' END,
+                                  'available_at', available_at)
+        FROM ready
+    )
+    SELECT ARRAY(SELECT job_id FROM canceled) INTO done;
+    RETURN done;
 END
 $$;
 """
@@ -86,11 +93,18 @@ DROP_SETTLE_FUNCTION = "DROP FUNCTION IF EXISTS dl_job_dependencies_settle(uuid[
 # ``ended``: jobs others wait for that are finished. ``retried``: finished jobs queued again
 # (by an operator, or brought back here) that others wait for or that wait themselves. A claim
 # (all rows running) and a heartbeat cost one pass over the rows, without a probe or a join.
+# The effects run down the graph in a loop, level by level (the jobs a level canceled or
+# brought back are the next level's), not by the trigger firing again for its own updates
+# (depth > 1): a recursion as deep as a long chain would exhaust the stack and plan every level anew.
 _TRIGGER_FUNC = f"""
 DECLARE
     ended uuid[];
     retried uuid[];
+    restored_now uuid[];
 BEGIN
+    IF pg_trigger_depth() > 1 THEN
+        RETURN NULL;
+    END IF;
     SELECT array_agg(n.job_id) FILTER (WHERE n.status <> 'queued'), array_agg(n.job_id) FILTER (WHERE n.status = 'queued')
     INTO ended, retried
     FROM new_values n
@@ -101,25 +115,32 @@ BEGIN
         RETURN NULL;
     END IF;
     retried := ARRAY(SELECT o.job_id FROM old_values o WHERE o.job_id = ANY (retried) AND o.status IN {_FINISHED});
-    WITH back AS (
-        UPDATE dl_job_dependencies d SET canceled_it = false
-        WHERE d.upstream_id = ANY (retried) AND d.canceled_it
-        RETURNING d.job_id, d.upstream_id
-    ),
-    restored AS (
-        UPDATE dl_jobs j
-        SET status = 'queued', available_at = {_WAITING}, cancel_requested = false, finished_at = NULL, error = NULL
-        FROM back b WHERE j.job_id = b.job_id AND j.status = 'canceled'
-        RETURNING j.job_id, j.queue, b.upstream_id
-    )
-    INSERT INTO dl_job_events (job_id, queue, kind, payload)
-    SELECT job_id, queue, 'queued',
-           jsonb_build_object('reason', 'upstream retried', 'upstream', upstream_id, 'waiting', true)
-    FROM restored;
-    PERFORM dl_job_dependencies_settle(ARRAY(
-        SELECT d.job_id FROM dl_job_dependencies d WHERE d.upstream_id = ANY (ended)
-        UNION SELECT unnest(retried)
-    ));
+    LOOP
+        WITH back AS (
+            UPDATE dl_job_dependencies d SET canceled_it = false
+            WHERE d.upstream_id = ANY (retried) AND d.canceled_it
+            RETURNING d.job_id, d.upstream_id
+        ),
+        restored AS (
+            UPDATE dl_jobs j
+            SET status = 'queued', available_at = {_WAITING}, cancel_requested = false, finished_at = NULL, error = NULL
+            FROM back b WHERE j.job_id = b.job_id AND j.status = 'canceled'
+            RETURNING j.job_id, j.queue, b.upstream_id
+        ),
+        journal AS (
+            INSERT INTO dl_job_events (job_id, queue, kind, payload)
+            SELECT job_id, queue, 'queued',
+                   jsonb_build_object('reason', 'upstream retried', 'upstream', upstream_id, 'waiting', true)
+            FROM restored
+        )
+        SELECT ARRAY(SELECT DISTINCT job_id FROM restored) INTO restored_now;
+        ended := dl_job_dependencies_settle(ARRAY(
+            SELECT d.job_id FROM dl_job_dependencies d WHERE d.upstream_id = ANY (ended)
+            UNION SELECT unnest(retried) UNION SELECT unnest(restored_now)
+        ));
+        retried := restored_now;
+        EXIT WHEN cardinality(ended) = 0 AND cardinality(retried) = 0;
+    END LOOP;
     RETURN NULL;
 END;
 """

@@ -22,26 +22,27 @@ def depends_on_problem(job_id: uuid.UUID | None, depends_on) -> str | None:
 
 
 def dependencies_problems(specs) -> dict[str, dict[str, list[str]]]:
-    """The batch's jobs that wait, through others of the batch, for themselves (by index).
-
-    Jobs that exist already cannot wait for a new one, so only a batch can make a cycle.
+    """The batch's jobs that wait, through others of the batch, for themselves or for such a
+    job (by index). Jobs that exist already cannot wait for a new one, so only a batch can
+    make a cycle: the batch's jobs are taken off as their waits within it are (Kahn's
+    algorithm, linear in the edges); those left wait in or behind a cycle.
     """
     waits_for = {spec.job_id: set(spec.depends_on) for spec in specs if spec.job_id is not None}
-    in_cycle = set()
-    for start in waits_for:
-        seen, todo = set(), list(waits_for[start])
-        while todo:
-            job_id = todo.pop()
-            if job_id == start:
-                in_cycle.add(start)
-                break
-            if job_id not in seen:
-                seen.add(job_id)
-                todo.extend(waits_for.get(job_id, ()))
+    pending = {job_id: len(upstream & waits_for.keys()) for job_id, upstream in waits_for.items()}
+    needed_by: dict = {}
+    for job_id, upstream in waits_for.items():
+        for upstream_id in upstream & waits_for.keys():
+            needed_by.setdefault(upstream_id, []).append(job_id)
+    free = [job_id for job_id, count in pending.items() if count == 0]
+    while free:
+        for dependent in needed_by.get(free.pop(), ()):
+            pending[dependent] -= 1
+            if pending[dependent] == 0:
+                free.append(dependent)
     return {
-        str(index): {"depends_on": ["These jobs wait, through each other, for this one: a cycle."]}
+        str(index): {"depends_on": ["Waits for itself through other jobs of the batch (a cycle), or for such a job."]}
         for index, spec in enumerate(specs)
-        if spec.job_id in in_cycle
+        if pending.get(spec.job_id, 0) > 0
     }
 
 

@@ -149,6 +149,17 @@ def test_a_lost_upstream_cancels_its_dependent_through_the_reaper():
     assert job(b).status == "canceled" and job(b).error == f"Upstream job {a} lost."
 
 
+def test_a_long_chain_is_canceled_level_by_level_not_by_recursion():
+    ids = [uuid.uuid4() for _ in range(500)]
+    services.job_enqueue_many(
+        specs=[spec(job_id=job_id, depends_on=ids[index - 1 : index]) for index, job_id in enumerate(ids)]
+    )
+    end(ids[0], "failed")  # a recursion 500 triggers deep would exhaust PostgreSQL's stack
+    assert Job.objects.filter(job_id__in=ids[1:], status="canceled").count() == 499
+    services.job_retry(job_id=ids[0], requested_by="ops")
+    assert Job.objects.filter(job_id__in=ids[1:], status="queued", available_at=WAITING_AVAILABLE_AT).count() == 499
+
+
 def test_upstream_jobs_already_finished():
     done = enqueue(task="t").job_id
     end(done, "succeeded")
