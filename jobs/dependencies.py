@@ -5,18 +5,14 @@ so the claim (``available_at <= now()``) never sees it and jobs without dependen
 nothing. ``dl_job_dependencies_settle(jobs)`` decides each given waiting job's fate from its
 upstream jobs' statuses: all succeeded (or, with run_anyway, all finished) → released at the
 available_at its producer asked for (the notify trigger wakes the workers); one failed,
-canceled or lost and no run_anyway → canceled, naming it. The ``dl_jobs_dependencies`` trigger
-calls it for every statement that ends jobs others wait for — a worker's outcome, an operator's
-cancel, the reaper — so every path obeys one rule; and when a job is retried it brings back
-the jobs its end had canceled. Canceled and released jobs' own updates fire the trigger
-again, so the effects run down chains.
+canceled or lost and no run_anyway → canceled, naming it. The ``dl_jobs_notify_upd`` trigger
+calls ``dl_job_dependencies_react`` for every statement that ends jobs others wait for — a
+worker's outcome, an operator's cancel, the reaper — so every path obeys one rule; when a job
+is retried, it brings back the jobs its end had canceled; and the effects run down chains.
 """
 
 from datetime import UTC, datetime
 
-import pgtrigger
-
-from pipeline_project.core.triggers import statement_trigger
 
 # Far enough for any claim never to reach, near enough for Python datetimes to load in any time zone.
 WAITING_AVAILABLE_AT = datetime(9999, 12, 31, tzinfo=UTC)
@@ -88,33 +84,35 @@ BEGIN
 END
 $$;
 """
-DROP_SETTLE_FUNCTION = "DROP FUNCTION IF EXISTS dl_job_dependencies_settle(uuid[]);"
 
-# ``ended``: jobs others wait for that are finished. ``retried``: finished jobs queued again
+# The dependency part of the ``dl_jobs_notify_upd`` trigger (one trigger, one function call
+# per statement: a second trigger would cost every claim and complete statement about 0.05 ms
+# more). ``ended``: jobs others wait for that finished; ``retried``: finished jobs queued again
 # (by an operator, or brought back here) that others wait for or that wait themselves. A claim
 # (all rows running) and a heartbeat cost one pass over the rows, without a probe or a join.
-# The effects run down the graph in a loop, level by level (the jobs a level canceled or
-# brought back are the next level's), not by the trigger firing again for its own updates
-# (depth > 1): a recursion as deep as a long chain would exhaust the stack and plan every level anew.
-_TRIGGER_FUNC = f"""
-DECLARE
-    ended uuid[];
-    retried uuid[];
-    restored_now uuid[];
-BEGIN
-    IF pg_trigger_depth() > 1 THEN
-        RETURN NULL;
-    END IF;
-    SELECT array_agg(n.job_id) FILTER (WHERE n.status <> 'queued'), array_agg(n.job_id) FILTER (WHERE n.status = 'queued')
-    INTO ended, retried
-    FROM new_values n
+# Not for the statements the reaction itself runs (depth > 1): it goes down the graph in a
+# loop, level by level (the jobs a level canceled or brought back are the next level's); a
+# recursion as deep as a long chain would exhaust the stack and plan every level anew.
+REACT_CALL = f"""
+IF pg_trigger_depth() = 1 AND EXISTS (
+    SELECT FROM new_values n
     WHERE n.status <> 'running'
       AND (EXISTS (SELECT FROM dl_job_dependencies d WHERE d.upstream_id = n.job_id)
-           OR (n.status = 'queued' AND EXISTS (SELECT FROM dl_job_dependencies d WHERE d.job_id = n.job_id)));
-    IF ended IS NULL AND retried IS NULL THEN
-        RETURN NULL;
-    END IF;
-    retried := ARRAY(SELECT o.job_id FROM old_values o WHERE o.job_id = ANY (retried) AND o.status IN {_FINISHED});
+           OR (n.status = 'queued' AND EXISTS (SELECT FROM dl_job_dependencies d WHERE d.job_id = n.job_id)))
+) THEN
+    PERFORM dl_job_dependencies_react(
+        ARRAY(SELECT n.job_id FROM new_values n WHERE n.status IN {_FINISHED}),
+        ARRAY(SELECT n.job_id FROM new_values n JOIN old_values o ON o.job_id = n.job_id
+              WHERE n.status = 'queued' AND o.status IN {_FINISHED})
+    );
+END IF;
+"""
+REACT_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION dl_job_dependencies_react(ended uuid[], retried uuid[]) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    restored_now uuid[];
+BEGIN
     LOOP
         WITH back AS (
             UPDATE dl_job_dependencies d SET canceled_it = false
@@ -141,10 +139,11 @@ BEGIN
         retried := restored_now;
         EXIT WHEN cardinality(ended) = 0 AND cardinality(retried) = 0;
     END LOOP;
-    RETURN NULL;
-END;
+END
+$$;
 """
-
-
-def dependencies_trigger() -> pgtrigger.Composer:
-    return statement_trigger(name="dl_jobs_dependencies", operation=pgtrigger.Update, func=_TRIGGER_FUNC)
+FUNCTIONS = SETTLE_FUNCTION + REACT_FUNCTION
+DROP_FUNCTIONS = (
+    "DROP FUNCTION IF EXISTS dl_job_dependencies_react(uuid[], uuid[]); "
+    "DROP FUNCTION IF EXISTS dl_job_dependencies_settle(uuid[]);"
+)

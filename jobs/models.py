@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
-from jobs.dependencies import WAITING_AVAILABLE_AT, dependencies_trigger
+from jobs.dependencies import REACT_CALL, WAITING_AVAILABLE_AT
 from pipeline_project.core.triggers import statement_notify_triggers, statement_trigger
 
 DL_STATUS_TYPE = "dl_status"
@@ -105,7 +105,9 @@ def _notify_ready_sql(compare_with_old: bool) -> str:
         )
     else:
         rows = "new_values n"
-    return f"PERFORM pg_notify('{NOTIFY_CHANNEL}', queue) FROM (SELECT DISTINCT n.queue FROM {rows}) AS ready; RETURN NULL;"
+    # UPDATE: then what jobs waiting for the changed ones do (``jobs.dependencies``).
+    react = REACT_CALL if compare_with_old else ""
+    return f"PERFORM pg_notify('{NOTIFY_CHANNEL}', queue) FROM (SELECT DISTINCT n.queue FROM {rows}) AS ready; {react}RETURN NULL;"
 
 
 _uuid7_lock = threading.Lock()
@@ -199,7 +201,7 @@ class Job(models.Model):
             # created_at order. (Newest-first listings walk the primary key: job ids are UUIDv7.)
             BrinIndex(fields=["created_at"], name="ix_dl_jobs_created_brin"),
         ]
-        triggers = [*statement_notify_triggers(name="dl_jobs_notify", body=_notify_ready_sql), dependencies_trigger()]
+        triggers = statement_notify_triggers(name="dl_jobs_notify", body=_notify_ready_sql)
 
     def __str__(self) -> str:
         return f"{self.task} {self.job_id}"
