@@ -29,7 +29,10 @@ def _caller(request) -> str:
 
 
 def _job_response(job_id) -> Response:
-    return Response(s.JobSerializer(selectors.job_get(job_id=job_id)).data)
+    job = selectors.job_get(job_id=job_id)
+    links = selectors.job_dependencies(job_id=job_id)
+    job.upstream, job.downstream = links["upstream"], links["downstream"]
+    return Response(s.JobDetailSerializer(job).data)
 
 
 class JobView(APIView):
@@ -71,7 +74,7 @@ class JobBulkTriggerView(JobView):
 
 
 class JobStatusView(JobView):
-    @extend_schema(responses=s.JobSerializer, summary="A job's status, progress and error")
+    @extend_schema(responses=s.JobDetailSerializer, summary="A job's status, progress and error")
     def get(self, request, job_id):
         return _job_response(job_id)
 
@@ -81,7 +84,7 @@ class JobCancelView(JobView):
 
     @extend_schema(
         request=None,
-        responses={200: s.JobSerializer, **error_responses(**{"409": "The job already finished"})},
+        responses={200: s.JobDetailSerializer, **error_responses(**{"409": "The job already finished"})},
         summary="Cancel: a queued job at once, a running one between chunks (a repeat answers 200)",
     )
     def post(self, request, job_id):
@@ -117,7 +120,7 @@ class JobListView(generics.ListAPIView):
 
 
 class JobDetailView(JobView):
-    @extend_schema(responses=s.JobSerializer, summary="A job")
+    @extend_schema(responses=s.JobDetailSerializer, summary="A job")
     def get(self, request, job_id):
         return _job_response(job_id)
 

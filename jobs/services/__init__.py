@@ -8,6 +8,7 @@ names from here: ``from jobs import services; services.job_enqueue(...)``.
 """
 
 from jobs.services.claims import ClaimedJob, is_lock_key_race, jobs_claim, jobs_set_aside_unclaimable
+from jobs.services.dependencies import MAX_DEPENDS_ON
 from jobs.services.leases import Lease, job_progress, jobs_heartbeat, jobs_release
 from jobs.services.maintenance import (
     PERIODIC_LOCK_SPACE,
@@ -53,6 +54,7 @@ from pipeline_project.core.storable import first_line
 
 __all__ = [
     "INTEGER_LIMITS",
+    "MAX_DEPENDS_ON",
     "MIN_LEASE_TTL_SEC",
     "NAME_PATTERN",
     "PERIODIC_LOCK_SPACE",
