@@ -20,12 +20,14 @@ class ScheduleForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
+        for name in ("cron", "lock_key"):  # an empty box: none (the interval; the default lock key)
+            if name in cleaned:
+                cleaned[name] = cleaned[name] or None
         current = {name: getattr(self.instance, name) for name in services.FIELDS} if self.instance.pk else {}
-        values = {**services.DEFAULTS, **current, **cleaned, "lock_key": cleaned.get("lock_key") or None}
+        values = {**services.DEFAULTS, **current, **cleaned}
         if all(name in values for name in services.FIELDS):
             for name, problems in services.schedule_problems(values).items():
                 self.add_error(name if name in self.fields else None, problems)
-        cleaned["lock_key"] = values["lock_key"]
         return cleaned
 
 
