@@ -54,7 +54,7 @@ class ScheduleDetailView(ScheduleView):
         data = validated(s.ScheduleChangeSerializer, request.data)
         return _schedule_response(services.schedule_update(schedule_id=schedule_id, changes=data, by=_caller(request)))
 
-    @extend_schema(request=None, responses=s.ScheduleSerializer, summary="Delete a schedule (its jobs stay)")
+    @extend_schema(request=None, responses={200: s.ScheduleSerializer}, summary="Delete a schedule (its jobs stay)")
     def delete(self, request, schedule_id):
         return _schedule_response(services.schedule_delete(schedule_id=schedule_id))
 
