@@ -4,10 +4,10 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.api.views import _caller
 from jobs.schedules import selectors, services
 from jobs.schedules.api import serializers as s
 from jobs.schedules.models import Schedule
+from pipeline_project.core.authentication import request_caller
 from pipeline_project.core.schema import error_responses
 from pipeline_project.core.validation import validated
 
@@ -37,7 +37,7 @@ class ScheduleListView(ScheduleView):
     )
     def post(self, request):
         data = validated(s.ScheduleCreateSerializer, request.data)
-        return _schedule_response(services.schedule_create(values=data, by=_caller(request)), status=201)
+        return _schedule_response(services.schedule_create(values=data, by=request_caller(request)), status=201)
 
 
 class ScheduleDetailView(ScheduleView):
@@ -52,7 +52,9 @@ class ScheduleDetailView(ScheduleView):
     )
     def patch(self, request, schedule_id):
         data = validated(s.ScheduleChangeSerializer, request.data)
-        return _schedule_response(services.schedule_update(schedule_id=schedule_id, changes=data, by=_caller(request)))
+        return _schedule_response(
+            services.schedule_update(schedule_id=schedule_id, changes=data, by=request_caller(request))
+        )
 
     @extend_schema(request=None, responses={200: s.ScheduleSerializer}, summary="Delete a schedule (its jobs stay)")
     def delete(self, request, schedule_id):
@@ -64,7 +66,7 @@ class SchedulePauseView(ScheduleView):
 
     @extend_schema(request=None, responses=s.ScheduleChangedSerializer, summary="Pause: its ticks are not enqueued")
     def post(self, request, schedule_id):
-        return _changed_response(services.schedule_pause(schedule_id=schedule_id, by=_caller(request)))
+        return _changed_response(services.schedule_pause(schedule_id=schedule_id, by=request_caller(request)))
 
 
 class ScheduleResumeView(ScheduleView):
@@ -76,7 +78,7 @@ class ScheduleResumeView(ScheduleView):
         summary="Resume from the first tick after now (ticks that fell while paused are not run)",
     )
     def post(self, request, schedule_id):
-        return _changed_response(services.schedule_resume(schedule_id=schedule_id, by=_caller(request)))
+        return _changed_response(services.schedule_resume(schedule_id=schedule_id, by=request_caller(request)))
 
 
 class ScheduleRunView(ScheduleView):
@@ -84,5 +86,5 @@ class ScheduleRunView(ScheduleView):
 
     @extend_schema(request=None, responses={201: s.RunNowSerializer}, summary="Run now: enqueue one job of it")
     def post(self, request, schedule_id):
-        enqueued = services.schedule_run_now(schedule_id=schedule_id, by=_caller(request))
+        enqueued = services.schedule_run_now(schedule_id=schedule_id, by=request_caller(request))
         return Response(s.RunNowSerializer(enqueued).data, status=201)

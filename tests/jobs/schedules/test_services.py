@@ -308,5 +308,3 @@ def test_workers_starting_together_declare_each_schedule_once():
     results = run_in_threads(4, lambda _index: services.schedules_declare(declared=declaring_registry().schedules()))
     assert sorted(results) == [0, 0, 0, 2]
     assert Schedule.objects.count() == 2
-
-
