@@ -113,7 +113,7 @@ def test_a_worker_killed_mid_tick_loses_no_tick_and_doubles_none():
         with ExitStack() as stack:
             workers = start_workers(stack, 3)
             schedule = run_every_second_for(18, during=kill_the_ticking_worker)
-            assert all(worker.poll() is None for worker in workers if worker.returncode is None)
+            assert sorted(worker.poll() is None for worker in workers) == [False, True, True]  # two carried on
     finally:
         with raw_connection("default", autocommit=True) as conn:
             conn.execute(NO_SLEEPING_TICK)
