@@ -5,11 +5,12 @@ read-only here but for those three actions and delete."""
 from django import forms
 from django.contrib import admin, messages
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from jobs.schedules import selectors, services
 from jobs.schedules.models import Schedule
-from jobs.templatetags.job_times import ago
+from jobs.templatetags.job_times import ago, duration
 from pipeline_project.core.errors import ApplicationError
 
 
@@ -17,6 +18,11 @@ class ScheduleForm(forms.ModelForm):
     class Meta:
         model = Schedule
         fields = list(services.FIELDS)
+        # One-line values (text columns get a textarea by default).
+        widgets = {
+            name: forms.TextInput(attrs={"size": 60})
+            for name in ("name", "task", "queue", "lock_key", "cron", "timezone")
+        }
 
     def clean(self):
         cleaned = super().clean()
@@ -32,8 +38,10 @@ class ScheduleForm(forms.ModelForm):
 
 
 def _when(moment, zone) -> str:
-    local = moment.astimezone(zone)
-    return f"{local:%Y-%m-%d %H:%M:%S %Z} ({ago(moment)})"
+    """The time in the schedule's zone, and how far from now ("in 2 h 5 min", "3 min ago": overdue)."""
+    ahead = moment - timezone.now()
+    relative = f"in {duration(ahead)}" if ahead.total_seconds() > 0 else ago(moment)
+    return f"{moment.astimezone(zone):%Y-%m-%d %H:%M:%S %Z} ({relative})"
 
 
 @admin.register(Schedule)
