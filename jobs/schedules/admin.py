@@ -70,8 +70,9 @@ class ScheduleAdmin(admin.ModelAdmin):
             "Missed ticks",
             {
                 "fields": ["missed_policy", "catch_up_max", "missed"],
-                "description": "A tick not enqueued within DL_SCHEDULES_GRACE_SEC of its time (no worker ran) is "
-                "missed: skip runs none of them, once the latest, catch_up the latest N, oldest first.",
+                "description": "A tick more than DL_SCHEDULES_GRACE_SEC late when a worker gets to it (no worker "
+                "ran) is missed: skip runs none of them, once the latest, catch_up the latest N, oldest first. "
+                "Ticks less late always run.",
             },
         ),
         (None, {"fields": ["declared_in_code", "created_at", "created_by", "changed_at", "changed_by"]}),

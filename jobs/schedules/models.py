@@ -19,7 +19,7 @@ class Schedule(models.Model):
     args = models.JSONField(default=dict, blank=True)
     queue = models.TextField()
     priority = models.IntegerField()
-    lock_key = models.TextField(null=True, blank=True, help_text="Empty: schedule:<name> (its runs never overlap).")
+    lock_key = models.TextField(null=True, blank=True, help_text="Empty: schedule:NAME, so its runs never overlap.")
     cron = models.TextField(null=True, blank=True, help_text="Five fields: minute hour day-of-month month day-of-week.")
     interval_sec = models.IntegerField(null=True, blank=True, help_text="Or every N seconds (ticks at multiples of N).")
     timezone = models.TextField(help_text="IANA name (Europe/Prague); the cron expression is read in it.")

@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
                 (
                     "lock_key",
                     models.TextField(
-                        blank=True, help_text="Empty: schedule:<name> (its runs never overlap).", null=True
+                        blank=True, help_text="Empty: schedule:NAME, so its runs never overlap.", null=True
                     ),
                 ),
                 (
