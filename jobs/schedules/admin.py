@@ -47,7 +47,7 @@ def _when(moment, zone) -> str:
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
-    list_display = ["name", "timing", "task", "next_run", "last_run", "paused", "missed_policy", "declared_in_code"]
+    list_display = ["name", "timing", "task", "next_run", "last_run", "paused", "missed_policy", "in_code"]
     list_filter = ["paused", "declared_in_code", "missed_policy", "queue"]
     search_fields = ["name", "task"]
     ordering = ["name"]
@@ -92,6 +92,10 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.display(description="when")
     def timing(self, obj):
         return f"{obj.cron} ({obj.timezone})" if obj.cron else f"every {obj.interval_sec} s"
+
+    @admin.display(boolean=True, description="in code", ordering="declared_in_code")
+    def in_code(self, obj):
+        return obj.declared_in_code
 
     @admin.display(description="next run", ordering="next_run_at")
     def next_run(self, obj):

@@ -7,9 +7,9 @@ from django.db.models import Q
 
 
 class MissedPolicy(models.TextChoices):
-    SKIP = "skip", "skip missed ticks"
-    ONCE = "once", "run once for the missed ticks"
-    CATCH_UP = "catch_up", "catch up (at most N ticks)"
+    SKIP = "skip", "skip"
+    ONCE = "once", "once"
+    CATCH_UP = "catch_up", "catch up"
 
 
 class Schedule(models.Model):

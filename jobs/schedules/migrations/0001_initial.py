@@ -44,9 +44,9 @@ class Migration(migrations.Migration):
                     "missed_policy",
                     models.TextField(
                         choices=[
-                            ("skip", "skip missed ticks"),
-                            ("once", "run once for the missed ticks"),
-                            ("catch_up", "catch up (at most N ticks)"),
+                            ("skip", "skip"),
+                            ("once", "once"),
+                            ("catch_up", "catch up"),
                         ]
                     ),
                 ),
