@@ -15,17 +15,10 @@ from jobs.api import serializers as s
 from jobs.api.filters import JobFilter
 from jobs.api.streams import NDJSON, events_response
 from jobs.models import Job, Queue
-from pipeline_project.core.models import ApiToken
+from pipeline_project.core.authentication import request_caller as _caller
 from pipeline_project.core.pagination import StrictCursorPagination
 from pipeline_project.core.schema import error_responses
 from pipeline_project.core.validation import validated
-
-
-def _caller(request) -> str:
-    """Who is asking: the token's daemon name or the staff member's username."""
-    if isinstance(request.auth, ApiToken):
-        return request.auth.name
-    return request.user.get_username()
 
 
 def _job_response(job_id) -> Response:
