@@ -91,7 +91,7 @@ class JobAdmin(DashboardAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     def status_badge(self, obj):
         return format_html(
             '<span class="status-badge s-{s}">{s}</span> <span title="attempt {n} of {m}">{n}/{m}</span>',
-            s=obj.status,
+            s=obj.display_status,
             n=obj.attempt,
             m=obj.max_attempts,
         )

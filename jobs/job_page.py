@@ -4,8 +4,8 @@ A job's life is *runs* (its first, then one per operator retry), each made of *a
 (numbered on across runs: a retry after attempt 5 starts attempt 6). Every attempt waited
 (ready to be claimed → picked) and ran (picked → its outcome); time the job was not ready
 (a retry's backoff, sitting failed before an operator's retry) is neither. The page shows
-its header, the operator's buttons its status and the user's permissions allow, its data
-as JSON (long values folded), each attempt's error with its traceback, and the journal by
+its header, the operator's buttons its status and the user's permissions allow, the jobs it
+waits for and the jobs waiting for it, its data as JSON (long values folded), each attempt's error with its traceback, and the journal by
 run and attempt, newest first, with heartbeats folded into one line per stretch.
 """
 
@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from jobs.models import Job, JobEvent, JobStatus
+from jobs.selectors import job_dependencies
 from jobs.services.operators import RETRYABLE
 from pipeline_project.core import sql
 
@@ -106,9 +107,12 @@ def _plus(total: timedelta | None, start: datetime, end: datetime) -> timedelta:
     return (total or timedelta()) + max(end - start, timedelta())
 
 
-def _ready_at(event: Event) -> datetime:
+def _ready_at(event: Event) -> datetime | None:
     """When a queued or requeue event made the job claimable: its time, or the later
-    available_at it set (a scheduled job, a retry's backoff)."""
+    available_at it set (a scheduled job, a retry's backoff); None when it made the job wait
+    for other jobs (the requeue event that releases it says when it became ready)."""
+    if event.payload.get("waiting"):
+        return None
     later = event.payload.get("available_at")
     later = parse_datetime(later) if isinstance(later, str) else None
     return max(event.ts, later) if later else event.ts
@@ -276,6 +280,7 @@ def job_page(job: Job, *, can_repair: bool, can_remove: bool) -> dict:
         "errors": _errors(runs),
         "runs": runs,  # oldest first: the template shows them (and their attempts) reversed
         "truncated": truncated,
+        "dependencies": job_dependencies(job_id=job.job_id),
     }
 
 

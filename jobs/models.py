@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from jobs.dependencies import REACT_CALL, WAITING_AVAILABLE_AT
 from pipeline_project.core.triggers import statement_notify_triggers, statement_trigger
 
 DL_STATUS_TYPE = "dl_status"
@@ -105,7 +106,9 @@ def _notify_ready_sql(compare_with_old: bool) -> str:
         )
     else:
         rows = "new_values n"
-    return f"PERFORM pg_notify('{NOTIFY_CHANNEL}', queue) FROM (SELECT DISTINCT n.queue FROM {rows}) AS ready; RETURN NULL;"
+    # UPDATE: then what jobs waiting for the changed ones do (``jobs.dependencies``).
+    react = REACT_CALL if compare_with_old else ""
+    return f"PERFORM pg_notify('{NOTIFY_CHANNEL}', queue) FROM (SELECT DISTINCT n.queue FROM {rows}) AS ready; {react}RETURN NULL;"
 
 
 _uuid7_lock = threading.Lock()
@@ -208,6 +211,15 @@ class Job(models.Model):
     def is_finished(self) -> bool:
         return self.status in FINISHED_STATUSES
 
+    @property
+    def is_waiting(self) -> bool:
+        """Queued, but waiting for other jobs (see ``jobs.dependencies``)."""
+        return self.status == JobStatus.QUEUED and self.available_at == WAITING_AVAILABLE_AT
+
+    @property
+    def display_status(self) -> str:
+        return "waiting" if self.is_waiting else self.status
+
 
 def _notify_events_sql() -> str:
     """One NOTIFY per statement (per 200 jobs) naming the jobs that got events: followers of
@@ -247,6 +259,31 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} #{self.event_id}"
+
+
+class JobDependency(models.Model):
+    """``job`` waits for ``upstream`` (see ``jobs.dependencies``). A job's rows share run_anyway
+    and requested_available_at."""
+
+    pk = models.CompositePrimaryKey("job", "upstream")
+    job = models.ForeignKey(
+        Job, on_delete=models.DB_CASCADE, db_column="job_id", db_index=False, related_name="upstream_links"
+    )
+    upstream = models.ForeignKey(
+        Job, on_delete=models.DB_CASCADE, db_column="upstream_id", related_name="downstream_links"
+    )
+    run_anyway = models.BooleanField(default=False, help_text="Run once every upstream job finished, whatever its end.")
+    requested_available_at = models.DateTimeField(null=True, blank=True, help_text="The producer's available_at.")
+    canceled_it = models.BooleanField(
+        default=False, help_text="This upstream job's end canceled the job: retrying it brings the job back."
+    )
+
+    class Meta:
+        db_table = "dl_job_dependencies"
+        verbose_name = "job dependency"
+
+    def __str__(self) -> str:
+        return f"{self.job_id} after {self.upstream_id}"
 
 
 class Worker(models.Model):

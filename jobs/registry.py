@@ -12,6 +12,14 @@ Apps declare handlers in a ``job_handlers`` module (imported when a worker start
             ctx.progress({"done": chunk.number})
         return {"rows": total}             # stored in the job's `done` event
 
+A task can be declared with a schedule beside it (``jobs.schedules``): a cron expression, an
+interval (seconds or a ``timedelta``), or a :class:`TaskSchedule` for args and the rest::
+
+    @task("reports.daily", schedule=TaskSchedule(cron="0 6 * * *", timezone="Europe/Prague", args={"kind": "daily"}))
+    @task("cache.warm", schedule=timedelta(minutes=5))
+
+Workers create or update these schedules (by name: the task's, unless given) when they start.
+
 A handler that blocks (a subprocess, a socket) can wait on ``ctx.signals.stopped`` or use
 ``ctx.run_subprocess([...])``, which kills the child as soon as the job is canceled or its
 lease is lost, then raises as ``check_cancelled()`` would.
@@ -20,7 +28,8 @@ lease is lost, then raises as ``check_cancelled()`` would.
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from jobs import services
@@ -46,6 +55,47 @@ class TaskHandler:
     name: str
     func: Callable[["JobContext"], Any]
     retry_backoff_sec: float | None = None  # None: DL_RETRY_BACKOFF_SEC × attempt
+
+
+@dataclass(frozen=True)
+class TaskSchedule:
+    """A schedule declared in code; the fields left None take the schedules' defaults."""
+
+    cron: str | None = None  # five fields, read in ``timezone``
+    every: int | timedelta | None = None  # or an interval, whole seconds
+    args: dict = field(default_factory=dict)
+    timezone: str | None = None
+    queue: str | None = None
+    priority: int | None = None
+    lock_key: str | None = None
+    missed_policy: str | None = None  # skip, once, catch_up
+    catch_up_max: int | None = None
+    name: str | None = None  # default: the task's name
+
+    @classmethod
+    def of(cls, timing: str | int | timedelta) -> "TaskSchedule":
+        """A cron expression or an interval, with the defaults for the rest."""
+        return cls(cron=timing) if isinstance(timing, str) else cls(every=timing)
+
+    def values(self, task: str) -> dict:
+        """The schedule's fields for ``jobs.schedules.services``."""
+        every = self.every.total_seconds() if isinstance(self.every, timedelta) else self.every
+        optional = {
+            "timezone": self.timezone,
+            "queue": self.queue,
+            "priority": self.priority,
+            "lock_key": self.lock_key,
+            "missed_policy": self.missed_policy,
+            "catch_up_max": self.catch_up_max,
+        }
+        return {
+            "name": self.name or task,
+            "task": task,
+            "args": self.args,
+            "cron": self.cron,
+            "interval_sec": int(every) if isinstance(every, float) and every.is_integer() else every,
+            **{name: value for name, value in optional.items() if value is not None},
+        }
 
 
 class JobContext:
@@ -139,6 +189,7 @@ class Registry:
     def __init__(self):
         self._handlers: dict[str, TaskHandler] = {}
         self._resolvers: list[Callable[[str], TaskHandler | None]] = []
+        self._schedules: dict[str, TaskSchedule] = {}
 
     def register(self, name: str, func: Callable, *, retry_backoff_sec: float | None = None) -> None:
         existing = self._handlers.get(name)
@@ -146,12 +197,26 @@ class Registry:
             raise ValueError(f"task {name!r} is already registered to {existing.func!r}")
         self._handlers[name] = TaskHandler(name=name, func=func, retry_backoff_sec=retry_backoff_sec)
 
-    def task(self, name: str, *, retry_backoff_sec: float | None = None):
+    def task(
+        self,
+        name: str,
+        *,
+        retry_backoff_sec: float | None = None,
+        schedule: str | int | timedelta | TaskSchedule | None = None,
+    ):
+        """Register the decorated handler as ``name``; ``schedule``: a cron expression, an interval, or a TaskSchedule."""
+
         def decorator(func):
             self.register(name, func, retry_backoff_sec=retry_backoff_sec)
+            if schedule is not None:
+                self._schedules[name] = schedule if isinstance(schedule, TaskSchedule) else TaskSchedule.of(schedule)
             return func
 
         return decorator
+
+    def schedules(self) -> list[dict]:
+        """The schedules declared beside tasks, as ``jobs.schedules.services.schedules_declare`` takes them."""
+        return [schedule.values(task) for task, schedule in sorted(self._schedules.items())]
 
     def add_resolver(self, resolver: Callable[[str], TaskHandler | None]) -> None:
         """A fallback for names that were not registered (e.g. Django ``@task`` functions)."""

@@ -2,6 +2,7 @@
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -10,6 +11,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
+from jobs.dependencies import WAITING_AVAILABLE_AT
 from jobs.models import FINISHED_STATUSES, Job, JobEvent, JobStatus, PeriodicTask, Queue, Worker
 from pipeline_project.core import sql
 from pipeline_project.core.errors import NotFoundError
@@ -20,6 +22,36 @@ def job_get(*, job_id: uuid.UUID) -> Job:
     if job is None:
         raise NotFoundError(f"No job {job_id}.", details={"job_id": str(job_id)})
     return job
+
+
+@dataclass(frozen=True)
+class Linked:
+    """A job on the other end of a dependency."""
+
+    job_id: uuid.UUID
+    task: str
+    status: str  # "waiting" for a queued job that waits itself
+    run_anyway: bool
+
+
+def job_dependencies(*, job_id: uuid.UUID) -> dict[str, list[Linked]]:
+    """``{"upstream": the jobs it waits for, "downstream": the jobs waiting for it}``, oldest first."""
+    rows = sql.rows(
+        """
+        SELECT 'upstream', u.job_id, u.task, u.status::text, u.available_at = %(waiting)s, d.run_anyway
+        FROM dl_job_dependencies d JOIN dl_jobs u ON u.job_id = d.upstream_id WHERE d.job_id = %(job_id)s
+        UNION ALL
+        SELECT 'downstream', j.job_id, j.task, j.status::text, j.available_at = %(waiting)s, d.run_anyway
+        FROM dl_job_dependencies d JOIN dl_jobs j ON j.job_id = d.job_id WHERE d.upstream_id = %(job_id)s
+        ORDER BY 2
+        """,
+        {"job_id": job_id, "waiting": WAITING_AVAILABLE_AT},
+    )
+    found: dict[str, list[Linked]] = {"upstream": [], "downstream": []}
+    for side, linked_id, task, status, waits, run_anyway in rows:
+        shown = "waiting" if status == JobStatus.QUEUED and waits else status
+        found[side].append(Linked(job_id=linked_id, task=task, status=shown, run_anyway=run_anyway))
+    return found
 
 
 def job_list():
@@ -54,17 +86,18 @@ def jobs_with_args(*, values: dict[str, str | Expression], statuses: Iterable[st
 def next_available_at(*, queues: list[str]) -> datetime | None:
     """When the earliest not-yet-available queued job of these queues becomes available.
 
-    Reads the seed's ix_dl_jobs_claim index (queue, available_at) once per queue.
+    Reads the seed's ix_dl_jobs_claim index (queue, available_at) once per queue. Jobs waiting
+    for others do not count: the trigger releasing them wakes the workers.
     """
     return sql.rows(
         """
         SELECT min(soonest) FROM unnest(%(queues)s::text[]) AS q(name), LATERAL (
             SELECT available_at AS soonest FROM dl_jobs
-            WHERE status = 'queued' AND queue = q.name AND available_at > now()
+            WHERE status = 'queued' AND queue = q.name AND available_at > now() AND available_at < %(waiting)s
             ORDER BY available_at LIMIT 1
         ) AS next_job
         """,
-        {"queues": queues},
+        {"queues": queues, "waiting": WAITING_AVAILABLE_AT},
     )[0][0]
 
 

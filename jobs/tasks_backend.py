@@ -14,11 +14,15 @@ The result ``enqueue`` returns is what ``get_result`` reads back until a worker 
 job: ``enqueued_at`` is the stored ``created_at``, args are as the task will receive them.
 Only tasks the worker can find are accepted: defined in a trusted module
 (``jobs.handlers_loader.trusted_module``), under the name they are enqueued by.
+
+``enqueue_after(task, [result, ...], *args, **kwargs)`` enqueues a task that waits for others
+(job dependencies: see ``jobs.dependencies``).
 """
 
 import json
 import traceback
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
 from functools import partial
 
@@ -71,6 +75,10 @@ class DatabaseBackend(BaseTaskBackend):
                 raise InvalidTask(f"The {field} name {value!r} cannot be a job's: {problem}")
 
     def enqueue(self, task, args, kwargs):
+        return self.enqueue_after(task, (), args, kwargs)
+
+    def enqueue_after(self, task, depends_on, args, kwargs, *, run_anyway: bool = False):
+        """``enqueue``, the job waiting for the jobs ``depends_on`` names (see ``enqueue_after``)."""
         self.validate_task(task)
         found = _django_task(task.module_path)
         if found is None or found.func is not task.func:  # at definition its name is not bound yet
@@ -78,7 +86,7 @@ class DatabaseBackend(BaseTaskBackend):
         # As the task will receive them: JSON, through PostgreSQL.
         payload = json.loads(json.dumps({"args": normalize_json(args), "kwargs": normalize_json(kwargs)}))
         job_id = uuid7()
-        services.job_enqueue(
+        enqueued = services.job_enqueue(
             spec=services.JobSpec(
                 job_id=job_id,
                 queue=task.queue_name,
@@ -89,12 +97,14 @@ class DatabaseBackend(BaseTaskBackend):
                 available_at=task.run_after,
                 max_attempts=self.options.get("MAX_ATTEMPTS", 1),
                 producer=f"django.tasks:{self.alias}",
+                depends_on=depends_on,
+                run_anyway=run_anyway,
             )
         )
         result = TaskResult(
             task=task,
             id=str(job_id),
-            status=TaskResultStatus.READY,
+            status=_STATUS[enqueued.status],  # canceled already if a task it waits for failed
             enqueued_at=Job.objects.values_list("created_at", flat=True).get(job_id=job_id),
             started_at=None,
             finished_at=None,
@@ -119,6 +129,24 @@ class DatabaseBackend(BaseTaskBackend):
             if task is None:
                 raise TaskResultDoesNotExist(result_id)
             return _task_result(task, job, list(job.events.order_by("event_id")), self.alias)
+
+
+def enqueue_after(task: Task, upstream: Iterable, *args, run_anyway: bool = False, **kwargs) -> TaskResult:
+    """Enqueue ``task(*args, **kwargs)`` to run once the tasks of ``upstream`` (their
+    ``TaskResult``s, or result ids) all succeeded; if one fails, it is not run (its result
+    fails), unless ``run_anyway``: then it runs once they all finished.
+
+    Django's ``Task`` has no notion of dependencies, hence a function of this backend's.
+    A task keyword argument named ``run_anyway`` cannot be passed through it.
+    """
+    backend = task.get_backend()
+    if not isinstance(backend, DatabaseBackend):
+        raise InvalidTask(f"enqueue_after needs a task of a DatabaseBackend, not of {type(backend).__name__}.")
+    try:
+        depends_on = [uuid.UUID(str(getattr(result, "id", result))) for result in upstream]
+    except ValueError as exc:
+        raise InvalidTask(f"Not a task result id: {exc}") from None
+    return backend.enqueue_after(task, depends_on, args, kwargs, run_anyway=run_anyway)
 
 
 def _task_result(task: Task, job: Job, events: list, alias: str) -> TaskResult:

@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "tracking",
     "jobs",
     "jobs.processes",
+    "jobs.schedules",
     "ingestion",
     "jobs.dbstates",
 ]
@@ -299,6 +300,10 @@ DL_RETENTION_PERIOD_SEC = env_number("DL_RETENTION_PERIOD_SEC", 300)
 DL_STATISTICS_CHECK_SEC = env_number("DL_STATISTICS_CHECK_SEC", 2)
 DL_RETENTION_AGE_SEC = env_number("DL_RETENTION_AGE_SEC", 7 * 24 * 3600)
 DL_RETENTION_MAX_IDENTICAL = env_number("DL_RETENTION_MAX_IDENTICAL", 100, int)
+# Recurring schedules (jobs/schedules): how often a worker enqueues the ticks that are due, and how
+# late a tick may be enqueued before it counts as missed (then its schedule's missed policy decides).
+DL_SCHEDULES_CHECK_SEC = env_number("DL_SCHEDULES_CHECK_SEC", 1.0)
+DL_SCHEDULES_GRACE_SEC = env_number("DL_SCHEDULES_GRACE_SEC", 60)
 WORKERS_JSON = os.environ.get("WORKERS_JSON", '[{"queue": "default", "concurrency": 4}, {"queue": "sqlrs", "concurrency": 2}]')
 # Modules with @task handlers besides every installed app's job_handlers module.
 JOBS_HANDLER_MODULES = env_list("JOBS_HANDLER_MODULES", "")

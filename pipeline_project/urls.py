@@ -12,6 +12,7 @@ urlpatterns = [
     path("api/v1/pipeline/", include("tracking.api.urls")),
     path("api/v1/", include("jobs.api.urls")),
     path("api/v1/", include("jobs.processes.api.urls")),
+    path("api/v1/", include("jobs.schedules.api.urls")),
     path("api/v1/ingestion/", include("ingestion.api.urls")),
     path("sqlrs/v1/", include("jobs.dbstates.api.urls")),
     path("pipeline/", include("ingestion.urls")),

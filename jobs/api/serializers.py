@@ -31,6 +31,14 @@ class JobTriggerSerializer(RequestSerializer):
     )
     producer = StrictCharField(required=False, allow_null=True, help_text="Default: the caller's token name.")
     consumer_group = StrictCharField(required=False, allow_null=True)
+    depends_on = serializers.ListField(
+        child=serializers.UUIDField(),
+        required=False,
+        help_text=f"Job ids this job waits for: it runs once all succeeded (at most {services.MAX_DEPENDS_ON}).",
+    )
+    run_anyway = StrictBooleanField(
+        required=False, help_text="Run once every depends_on job finished, even if one failed or was canceled."
+    )
 
     def validate(self, attrs):
         if problems := services.job_spec_problems(services.JobSpec(**attrs)):
@@ -58,11 +66,16 @@ class EnqueuedListSerializer(serializers.Serializer):
 
 
 class JobSerializer(serializers.ModelSerializer):
+    waiting = serializers.BooleanField(
+        source="is_waiting", help_text="Queued, but waiting for the jobs it depends on (see depends_on)."
+    )
+
     class Meta:
         model = Job
         fields = [
             "job_id",
             "status",
+            "waiting",
             "attempt",
             "started_at",
             "finished_at",
@@ -85,6 +98,24 @@ class JobSerializer(serializers.ModelSerializer):
             "consumer_group",
             "created_at",
         ]
+        read_only_fields = fields
+
+
+class LinkedJobSerializer(serializers.Serializer):
+    job_id = serializers.UUIDField()
+    task = serializers.CharField()
+    status = serializers.CharField(help_text="The job's status, or waiting.")
+    run_anyway = serializers.BooleanField()
+
+
+class JobDetailSerializer(JobSerializer):
+    """One job, with the jobs it waits for and the jobs waiting for it."""
+
+    depends_on = LinkedJobSerializer(many=True, source="upstream", help_text="The jobs it waits for.")
+    needed_by = LinkedJobSerializer(many=True, source="downstream", help_text="The jobs waiting for it.")
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "depends_on", "needed_by"]
         read_only_fields = fields
 
 

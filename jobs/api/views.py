@@ -15,21 +15,17 @@ from jobs.api import serializers as s
 from jobs.api.filters import JobFilter
 from jobs.api.streams import NDJSON, events_response
 from jobs.models import Job, Queue
-from pipeline_project.core.models import ApiToken
+from pipeline_project.core.authentication import request_caller as _caller
 from pipeline_project.core.pagination import StrictCursorPagination
 from pipeline_project.core.schema import error_responses
 from pipeline_project.core.validation import validated
 
 
-def _caller(request) -> str:
-    """Who is asking: the token's daemon name or the staff member's username."""
-    if isinstance(request.auth, ApiToken):
-        return request.auth.name
-    return request.user.get_username()
-
-
 def _job_response(job_id) -> Response:
-    return Response(s.JobSerializer(selectors.job_get(job_id=job_id)).data)
+    job = selectors.job_get(job_id=job_id)
+    links = selectors.job_dependencies(job_id=job_id)
+    job.upstream, job.downstream = links["upstream"], links["downstream"]
+    return Response(s.JobDetailSerializer(job).data)
 
 
 class JobView(APIView):
@@ -71,7 +67,7 @@ class JobBulkTriggerView(JobView):
 
 
 class JobStatusView(JobView):
-    @extend_schema(responses=s.JobSerializer, summary="A job's status, progress and error")
+    @extend_schema(responses=s.JobDetailSerializer, summary="A job's status, progress and error")
     def get(self, request, job_id):
         return _job_response(job_id)
 
@@ -81,7 +77,7 @@ class JobCancelView(JobView):
 
     @extend_schema(
         request=None,
-        responses={200: s.JobSerializer, **error_responses(**{"409": "The job already finished"})},
+        responses={200: s.JobDetailSerializer, **error_responses(**{"409": "The job already finished"})},
         summary="Cancel: a queued job at once, a running one between chunks (a repeat answers 200)",
     )
     def post(self, request, job_id):
@@ -117,7 +113,7 @@ class JobListView(generics.ListAPIView):
 
 
 class JobDetailView(JobView):
-    @extend_schema(responses=s.JobSerializer, summary="A job")
+    @extend_schema(responses=s.JobDetailSerializer, summary="A job")
     def get(self, request, job_id):
         return _job_response(job_id)
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0006_events_ts_brin'),
+        ('jobs', '0007_job_dependencies'),
     ]
 
     operations = [

@@ -24,6 +24,7 @@ def build_worker(config: WorkerConfig, handlers) -> Runtime:
     served = {kind: dict(names) for kind, names in config.serves.items() if names}
     classes = {kind: registry.source_class(kind) for kind in served}
     registry.check_start(served)
+    registry.run_start_hooks(handlers)
     sources = [classes[kind].build(names, setup) for kind, names in served.items()]
     tasks = registry.periodic_for(config, served=served, housekeeping=config.run_reaper)
     return Runtime(

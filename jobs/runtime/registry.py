@@ -10,7 +10,8 @@ Apps declare them in two modules, which ``runworker`` and ``runreaper`` import a
   ``jobs.processes.source``: process namespaces).
 - ``<app>/periodic.py``: ``@periodic_tasks`` on a function of the worker's configuration that
   returns the app's :class:`~jobs.runtime.periodic.PeriodicTask` list; ``@start_check`` on a
-  function that refuses a worker whose host cannot serve what it was asked to serve.
+  function that refuses a worker whose host cannot serve what it was asked to serve; ``@on_start``
+  on a function every worker calls with its task handlers once its checks pass.
 
 Which process runs a periodic task: a housekeeping task (the default) runs in ``runreaper`` and in
 every ``runworker`` not started with ``--no-reaper``, once per period across them all; a task
@@ -49,6 +50,7 @@ class WorkerSetup:
 _sources: dict[str, Any] = {}  # kind -> a WorkSource class with build(names, setup)
 _periodic: list[Callable[["WorkerConfig"], Iterable["PeriodicTask"]]] = []
 _start_checks: list[Callable[[Served], None]] = []
+_start_hooks: list[Callable[[Any], None]] = []
 
 
 def work_source(kind: str):
@@ -80,6 +82,14 @@ def start_check(check: Callable[[Served], None]):
     return check
 
 
+def on_start(hook: Callable[[Any], None]):
+    """Register a function every worker calls when it starts, after the start checks pass:
+    ``hook(handlers)`` with its task handlers (``jobs.registry.Registry``)."""
+    if hook not in _start_hooks:
+        _start_hooks.append(hook)
+    return hook
+
+
 def load() -> None:
     """Every installed app's ``source`` and ``periodic`` modules (importing one twice is harmless)."""
     autodiscover_modules("source", "periodic")
@@ -102,6 +112,12 @@ def check_start(served: Served) -> None:
     load()
     for check in _start_checks:
         check(served)
+
+
+def run_start_hooks(handlers) -> None:
+    load()
+    for hook in _start_hooks:
+        hook(handlers)
 
 
 def periodic_for(config: "WorkerConfig", *, served: Served, housekeeping: bool) -> list["PeriodicTask"]:

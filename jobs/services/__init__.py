@@ -14,6 +14,7 @@ from jobs.services.claims import (
     jobs_claim_limited,
     jobs_set_aside_unclaimable,
 )
+from jobs.services.dependencies import MAX_DEPENDS_ON
 from jobs.services.leases import Lease, job_progress, jobs_heartbeat, jobs_release
 from jobs.services.maintenance import (
     PERIODIC_LOCK_SPACE,
@@ -62,6 +63,7 @@ from pipeline_project.core.storable import first_line
 
 __all__ = [
     "INTEGER_LIMITS",
+    "MAX_DEPENDS_ON",
     "MIN_LEASE_TTL_SEC",
     "NAME_PATTERN",
     "PERIODIC_LOCK_SPACE",

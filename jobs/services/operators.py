@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL, QUEUES_CHANNEL, JobStatus
+from jobs.services.dependencies import ORPHANS_CANCEL_CTES
 from jobs.services.producers import text_field_problem
 from pipeline_project.core import sql
 from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
@@ -167,7 +168,7 @@ def jobs_cancel(*, selection: Selection, by: str, dry_run: bool = False) -> Coun
 
 def jobs_delete(*, selection: Selection, force: bool = False, dry_run: bool = False) -> Counts:
     """Delete jobs and their journals; running jobs only with ``force`` (their workers' writes
-    then match nothing)."""
+    then match nothing). Jobs waiting for a deleted job are canceled, naming it."""
     deletable = "true" if force else "status <> 'running'"
     if dry_run:
         return _preview(selection, changed=deletable)
@@ -176,6 +177,7 @@ def jobs_delete(*, selection: Selection, force: bool = False, dry_run: bool = Fa
         WITH target AS MATERIALIZED (
             SELECT job_id, status FROM dl_jobs WHERE job_id IN ({selection.sql}) ORDER BY job_id FOR UPDATE
         ),
+        {ORPHANS_CANCEL_CTES.format(deletable=deletable)},
         gone AS (DELETE FROM dl_jobs WHERE job_id IN (SELECT job_id FROM target WHERE {deletable}) RETURNING job_id)
         SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM gone)
         """,

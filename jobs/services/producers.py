@@ -9,7 +9,9 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
+from jobs.dependencies import WAITING_AVAILABLE_AT
 from jobs.models import uuid7
+from jobs.services.dependencies import dependencies_insert, dependencies_problems, depends_on_problem
 from pipeline_project.core import sql
 from pipeline_project.core.errors import ConflictError, InvalidInputError
 from pipeline_project.core.storable import json_problem, text_problem
@@ -30,6 +32,8 @@ class JobSpec:
     producer: str | None = None
     consumer_group: str | None = None
     job_id: uuid.UUID | None = None
+    depends_on: tuple[uuid.UUID, ...] | list[uuid.UUID] = ()  # wait until these jobs succeeded
+    run_anyway: bool = False  # run once depends_on all finished, even if some failed
 
 
 # Queue and task names: they appear in URLs, metrics labels and log lines.
@@ -82,6 +86,8 @@ def job_spec_problems(spec: JobSpec) -> dict[str, list[str]]:
         problems["args"] = ["Must be a JSON object."]
     elif problem := json_problem(spec.args):
         problems["args"] = [f"Must be storable JSON: it {problem}."]
+    if problem := depends_on_problem(spec.job_id, spec.depends_on):
+        problems["depends_on"] = [problem]
     return problems
 
 
@@ -104,11 +110,13 @@ def job_enqueue_many(*, specs: list[JobSpec]) -> list[Enqueued]:
     ``ON CONFLICT DO NOTHING`` waits for the first insert to commit.
     """
     problems = {str(index): found for index, spec in enumerate(specs) if (found := job_spec_problems(spec))}
+    problems = problems or dependencies_problems(specs)
     if problems:
         raise InvalidInputError("Some jobs break the queue's rules.", details={"jobs": problems})
     new_ids = [spec.job_id or uuid7() for spec in specs]
     with transaction.atomic():
         inserted = _jobs_insert(specs, new_ids)
+        inserted.update(dependencies_insert(specs=specs, job_ids=new_ids, inserted=inserted))
         keys = [spec.idempotency_key for spec, job_id in zip(specs, new_ids, strict=True) if job_id not in inserted]
         existing = _existing_by_key(keys) if keys else {}
         results = []
@@ -149,6 +157,7 @@ def _jobs_insert(specs: list[JobSpec], new_ids: list[uuid.UUID]) -> dict[uuid.UU
         "lease_ttl_sec": ("int", [default_ttl if s.lease_ttl_sec is None else s.lease_ttl_sec for s in specs]),
         "producer": ("text", [s.producer for s in specs]),
         "consumer_group": ("text", [s.consumer_group for s in specs]),
+        "depends_on": ("jsonb", [json.dumps([str(i) for i in s.depends_on]) if s.depends_on else None for s in specs]),
     }
     unnest = ", ".join(f"%({name})s::{sql_type}[]" for name, (sql_type, _values) in columns.items())
     names = ", ".join(columns)
@@ -157,23 +166,27 @@ def _jobs_insert(specs: list[JobSpec], new_ids: list[uuid.UUID]) -> dict[uuid.UU
             f"""
             WITH input AS (SELECT * FROM unnest({unnest}) AS t({names})),
             inserted AS (
-                INSERT INTO dl_jobs ({names})
+                INSERT INTO dl_jobs ({names.removesuffix(", depends_on")})
                 SELECT job_id, queue, task, args, idempotency_key, lock_key, partition_key, priority,
-                       COALESCE(available_at, now()), max_attempts, lease_ttl_sec, producer, consumer_group
+                       CASE WHEN depends_on IS NULL THEN COALESCE(available_at, now()) ELSE %(waiting)s END,
+                       max_attempts, lease_ttl_sec, producer, consumer_group
                 FROM input
                 ON CONFLICT (idempotency_key) DO NOTHING
-                RETURNING job_id, queue, status, producer, idempotency_key, available_at
+                RETURNING job_id, queue, status, producer, idempotency_key
             ),
+            -- A waiting job's journal row says what it waits for and when it was asked to run.
             journal AS (
                 INSERT INTO dl_job_events (job_id, queue, kind, payload)
-                SELECT job_id, queue, 'queued',
-                       jsonb_build_object('producer', producer, 'idempotency_key', idempotency_key,
-                                          'available_at', available_at)
-                FROM inserted
+                SELECT i.job_id, i.queue, 'queued',
+                       jsonb_build_object('producer', i.producer, 'idempotency_key', i.idempotency_key,
+                                          'available_at', COALESCE(t.available_at, now()))
+                       || CASE WHEN t.depends_on IS NULL THEN '{{}}'::jsonb
+                               ELSE jsonb_build_object('depends_on', t.depends_on, 'waiting', true) END
+                FROM inserted i JOIN input t ON t.job_id = i.job_id
             )
             SELECT job_id, status::text FROM inserted
             """,
-            {name: values for name, (_sql_type, values) in columns.items()},
+            {"waiting": WAITING_AVAILABLE_AT, **{name: values for name, (_sql_type, values) in columns.items()}},
         )
     )
 

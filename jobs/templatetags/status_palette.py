@@ -36,6 +36,7 @@ ALIASES = {
     "done": "succeeded",
     "cancel-requested": "attention",
     "paused": "attention",
+    "waiting": "other",  # queued, but waiting for other jobs
 }
 
 

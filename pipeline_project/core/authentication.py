@@ -22,6 +22,13 @@ class TokenPrincipal:
         return self.username
 
 
+def request_caller(request) -> str:
+    """Who is asking: the token's daemon name or the staff member's username."""
+    if isinstance(request.user, TokenPrincipal):
+        return request.user.token.name
+    return request.user.get_username()
+
+
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 

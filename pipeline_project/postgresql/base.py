@@ -9,8 +9,10 @@ thread that finds none free waits (``DB_POOL_TIMEOUT_SEC`` at most), and the wai
 
 import time
 
+import psycopg
 from django.db.backends.postgresql import base
 from prometheus_client import Histogram
+from psycopg_pool import PoolTimeout
 
 POOL_WAIT = Histogram(
     "db_pool_wait_seconds",
@@ -23,6 +25,18 @@ POOL_WAIT = Histogram(
 class DatabaseWrapper(base.DatabaseWrapper):
     def get_new_connection(self, conn_params):
         started = time.perf_counter()
-        connection = super().get_new_connection(conn_params)
+        try:
+            connection = super().get_new_connection(conn_params)
+        except PoolTimeout as exc:
+            self._raise_connect_error(conn_params, exc)
+            raise
         POOL_WAIT.labels(database=self.alias).observe(time.perf_counter() - started)
         return connection
+
+    def _raise_connect_error(self, conn_params, timeout: PoolTimeout) -> None:
+        """The pool only says it waited in vain, whether all its connections were busy or none could
+        be opened (no such database, server down, bad password): one direct attempt names the cause."""
+        try:
+            psycopg.connect(**{**conn_params, "connect_timeout": 5}).close()
+        except psycopg.Error as exc:
+            raise psycopg.OperationalError(f"{timeout}: {exc}") from exc

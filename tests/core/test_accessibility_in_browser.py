@@ -11,6 +11,7 @@ from django.utils import timezone
 from ingestion.models import IngestionItem, IngestionRun, ItemStatus, RunStatus, Source
 from jobs import services
 from jobs.models import Job, JobStatus
+from jobs.schedules import services as schedule_services
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import launch_chromium, logged_in_page, needs_chromium
 
@@ -89,6 +90,11 @@ def pages(db):
             status=status, error_message="timeout" if status == "failed" else None,
         )
     Job.objects.filter(job_id__in=list(jobs.values())).update(args={"run_id": str(run.id)})  # the run page's jobs
+    schedule = schedule_services.schedule_create(
+        values={"name": "reports.daily", "task": "reports.daily", "cron": "0 6 * * *", "timezone": "Europe/Prague"},
+        by="operator",
+    )
+    schedule_services.schedule_run_now(schedule_id=schedule.pk, by="operator")  # a last run to link to
     return [
         "/admin/",
         "/admin/jobs/job/",
@@ -105,6 +111,8 @@ def pages(db):
         "/admin/dbstates/state/tree/",
         "/admin/dbstates/instance/",
         "/admin/ingestion/ingestionrun/",
+        "/admin/schedules/schedule/",
+        f"/admin/schedules/schedule/{schedule.pk}/change/",
         "/pipeline/",
         *(f"/pipeline/runs/{run.id}/" for run in runs.values()),
     ]

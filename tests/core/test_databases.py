@@ -6,9 +6,10 @@ import pytest
 from django.conf import settings
 from django.db import DatabaseError, connection
 from prometheus_client import REGISTRY
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pipeline_project.databases import check_pooled_connection, connection_params, is_transient_error, session_set
+from pipeline_project.postgresql.base import DatabaseWrapper
 from tests.conftest import ALL_DATABASES
 from tests.db_helpers import raw_connection, run_in_threads
 
@@ -99,3 +100,31 @@ def test_the_pool_lends_no_connection_known_to_be_dead():
                 conn.execute("SELECT 1")
         with pool.connection() as conn:
             assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] != first
+
+
+def pooled_wrapper(**changes) -> DatabaseWrapper:
+    """A second wrapper of the default database's settings, with a pool of one and a 1-s wait."""
+    settings_dict = {**connection.settings_dict, **changes}
+    pool = {**settings_dict["OPTIONS"]["pool"], "max_size": 1, "timeout": 1}
+    return DatabaseWrapper({**settings_dict, "OPTIONS": {**settings_dict["OPTIONS"], "pool": pool}}, alias="second")
+
+
+def test_a_pool_that_cannot_connect_names_the_cause():
+    wrapper = pooled_wrapper(NAME="no_database_of_this_name")
+    try:
+        with pytest.raises(psycopg.OperationalError, match='database "no_database_of_this_name" does not exist'):
+            wrapper.connect()
+    finally:
+        wrapper.close_pool()
+
+
+def test_a_pool_whose_connections_are_all_busy_says_so():
+    wrapper = pooled_wrapper()
+    try:
+        wrapper.pool.open()
+        held = wrapper.pool.getconn()  # the pool's only connection
+        with pytest.raises(PoolTimeout):
+            wrapper.connect()
+        wrapper.pool.putconn(held)
+    finally:
+        wrapper.close_pool()

@@ -86,43 +86,67 @@ def test_a_postgresql_restart_during_a_run_loses_no_job(private_postgres):
     assert done_events == 300  # each job finished exactly once
 
 
+def run_spans(job_ids) -> dict[str, list[tuple[float, float]]]:
+    """Each lock_key's runs (started, ended) among ``job_ids``, in order, from their done events."""
+    lock_keys = dict(Job.objects.filter(job_id__in=job_ids).values_list("job_id", "lock_key"))
+    runs: dict[str, list[tuple[float, float]]] = {}
+    for job_id, payload in JobEvent.objects.filter(kind="done", job_id__in=job_ids).values_list("job_id", "payload"):
+        runs.setdefault(lock_keys[job_id], []).append((payload["result"]["started"], payload["result"]["ended"]))
+    return {key: sorted(intervals) for key, intervals in runs.items()}
+
+
+def makespan(runs: dict[str, list[tuple[float, float]]]) -> float:
+    return max(end for intervals in runs.values() for _, end in intervals) - min(
+        start for intervals in runs.values() for start, _ in intervals
+    )
+
+
 def test_two_processes_run_shared_lock_keys_one_at_a_time_at_nearly_full_speed():
-    # The lock-key workload of bench/jobs_lock_keys.py, smaller: 800 jobs of 5–15 ms over 10 keys.
+    # The lock-key workload of bench/jobs_lock_keys.py, smaller: 800 jobs of 5–15 ms over 10 keys,
+    # timed against the same jobs on 800 distinct keys, run by the same workers just before.
     rng = random.Random(7)
     seconds = [rng.uniform(0.005, 0.015) for _ in range(800)]
 
-    with runworker("--queue", "default:4"), runworker("--queue", "default:4"):
-        wait_for(lambda: Worker.objects.count() == 2, timeout=60, what="both workers to be up")
-        services.job_enqueue_many(
+    def enqueue_and_drain(lock_key) -> list:
+        enqueued = services.job_enqueue_many(
             specs=[
-                services.JobSpec(queue="default", task="test.sleep", args={"seconds": s}, lock_key=f"key-{i % 10}")
+                services.JobSpec(queue="default", task="test.sleep", args={"seconds": s}, lock_key=lock_key(i))
                 for i, s in enumerate(seconds)
             ]
         )
-        wait_for(lambda: all_succeeded(800), timeout=180, interval=0.1, what="800 jobs")
+        job_ids = [e.job_id for e in enqueued]
+        wait_for(
+            lambda: Job.objects.filter(job_id__in=job_ids, status="succeeded").count() == len(job_ids),
+            timeout=180,
+            interval=0.1,
+            what="800 jobs",
+        )
+        return job_ids
 
-    runs: dict[str, list[tuple[float, float]]] = {}
-    lock_keys = dict(Job.objects.values_list("job_id", "lock_key"))
-    for job_id, payload in JobEvent.objects.filter(kind="done").values_list("job_id", "payload"):
-        runs.setdefault(lock_keys[job_id], []).append((payload["result"]["started"], payload["result"]["ended"]))
+    with runworker("--queue", "default:4"), runworker("--queue", "default:4"):
+        wait_for(lambda: Worker.objects.count() == 2, timeout=60, what="both workers to be up")
+        unkeyed = run_spans(enqueue_and_drain(lambda i: f"alone-{i}"))
+        keyed_ids = enqueue_and_drain(lambda i: f"key-{i % 10}")
+
+    runs = run_spans(keyed_ids)
     for key, intervals in runs.items():
-        intervals.sort()
         assert all(a[1] <= b[0] for a, b in zip(intervals, intervals[1:])), f"{key} overlapped"
     workers = {
         payload["worker"].rsplit(":", 1)[0]
-        for payload in JobEvent.objects.filter(kind="picked").values_list("payload", flat=True)
+        for payload in JobEvent.objects.filter(kind="picked", job_id__in=keyed_ids).values_list("payload", flat=True)
     }
     assert len(workers) == 2  # both processes did work
     assert set(Job.objects.values_list("attempt", flat=True)) == {1}  # waiting spends no attempt
     assert not JobEvent.objects.filter(kind="requeue").exists()  # and writes nothing
-    started = min(start for intervals in runs.values() for start, _ in intervals)
-    ended = max(end for intervals in runs.values() for _, end in intervals)
+    # Each key's 80 jobs run one after another, each waiting for its predecessor's end to be
+    # written: the bound is relative to the same jobs without shared keys on the same machine
+    # in the same run (CI machines differ in speed by 2x and more). The benchmark holds the
+    # absolute target (1.5x the ideal) on a quiet machine.
     per_key = {key: sum(s for i, s in enumerate(seconds) if f"key-{i % 10}" == key) for key in runs}
     ideal = max(max(per_key.values()), sum(seconds) / 8)
-    # The benchmark (more jobs, so start and end weigh less) holds the target, 1.5×, on a quiet
-    # machine; this smaller run on a CI machine gets more room: on one half as fast (a key's
-    # complete-and-claim statement taking 4-10 ms) the 800 jobs took 2.1-2.5 s.
-    assert ended - started <= 3.0 * ideal, f"{ended - started:.2f} s for an ideal of {ideal:.2f} s"
+    assert makespan(runs) <= max(2.5 * makespan(unkeyed), 1.5 * ideal), (
+        f"{makespan(runs):.2f} s on 10 keys, {makespan(unkeyed):.2f} s on distinct keys, ideal {ideal:.2f} s"
+    )
 
 
 def test_sigterm_lets_the_running_job_finish_and_exits_0():

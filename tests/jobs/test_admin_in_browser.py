@@ -1,5 +1,6 @@
 """A job's page in headless Chromium: Retry a failed job and watch it succeed without reloading, as
-a second run with an attempt and a wait of its own; Cancel a running one from its page. The list,
+a second run with an attempt and a wait of its own; Cancel a running one from its page; follow a
+canceled job to the upstream job that failed, retry that, and see the job run. The list,
 a job's page and the dashboard at 1400 px with the admin's sidebar and the filters open, with the
 long names real projects have: nothing scrolls sideways and the error stays readable."""
 
@@ -119,6 +120,26 @@ def test_a_page_whose_job_is_deleted_says_so_and_stops_refreshing(live_server, p
     time.sleep(2.5)  # two more ticks of the refresh, had it gone on
     assert len(fragments) == asked
     assert page.locator(".live-refresh-gone").count() == 1
+
+
+def test_follow_a_canceled_jobs_upstream_retry_it_and_see_the_job_run(live_server, page):
+    upstream = off_loop(enqueue, task="test.until_fixed", max_attempts=1)
+    dependent = off_loop(enqueue, task="test.echo", depends_on=[upstream.job_id])
+    wait_for(lambda: status_of(dependent.job_id) == "canceled", timeout=20, what="the dependent to be canceled")
+    handlers.FIXED.set()
+
+    page.goto(job_url(live_server, dependent.job_id))
+    assert f"Upstream job {upstream.job_id} failed." in page.locator("#job-error").inner_text()
+    waits_for = page.locator("#job-waits-for")
+    assert waits_for.locator(".status-badge").inner_text() == "failed"
+    waits_for.get_by_role("link", name="test.until_fixed").click()
+    assert page.locator("#job-needed-by .status-badge").inner_text() == "canceled"
+    page.get_by_role("button", name="Retry").click()
+    page.locator("#job-status").filter(has_text="succeeded").wait_for(timeout=20_000)
+
+    page.goto(job_url(live_server, dependent.job_id))
+    page.locator("#job-status").filter(has_text="succeeded").wait_for(timeout=20_000)
+    assert page.locator("#job-waits-for .status-badge").inner_text() == "succeeded"
 
 
 # Names as real projects have them: Django tasks are named by their module path; queue names and

@@ -140,3 +140,28 @@ def test_retry_leads_and_delete_is_the_quietest_button(admin_client):
         ("job-action", "Retry"),
         ("job-action destructive", "Delete"),
     ]
+
+
+def test_a_waiting_job_shows_what_it_waits_for_and_what_waits_for_it(admin_client):
+    upstream = make_job(task="extract")
+    middle = make_job(task="transform", lock_key="m", depends_on=[upstream.job_id])
+    last = make_job(task="load", lock_key="l", depends_on=[middle.job_id], run_anyway=True)
+
+    html = admin_client.get(page_of(middle)).content.decode()
+
+    assert re.search(r'id="job-status" class="status-badge s-waiting"[^>]*>waiting<', html)
+    waits_for = section(html, "waits-for")
+    assert f'href="{page_of(upstream)}"' in waits_for and ">queued<" in waits_for and "extract" in waits_for
+    needed_by = section(html, "needed-by")
+    assert f'href="{page_of(last)}"' in needed_by and ">waiting<" in needed_by and "runs anyway" in needed_by
+    assert 's-waiting">waiting<' in admin_client.get(CHANGELIST).content.decode()
+
+    Job.objects.filter(job_id=upstream.job_id).update(status="failed")
+    html = admin_client.get(page_of(middle)).content.decode()
+    assert ">canceled<" in html and f"Upstream job {upstream.job_id} failed." in html
+    assert ">failed<" in section(html, "waits-for") and 'id="job-needed-by"' in html
+
+
+def test_a_job_without_dependencies_has_no_such_sections(admin_client):
+    html = admin_client.get(page_of(make_job())).content.decode()
+    assert 'id="job-waits-for"' not in html and 'id="job-needed-by"' not in html

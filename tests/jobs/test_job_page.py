@@ -47,6 +47,19 @@ def test_every_json_value_is_shown_empty_ones_too():
 # --- runs and attempts, from the journal ---------------------------------------------------------
 
 
+def test_waiting_for_other_jobs_is_no_wait_the_wait_counts_from_the_release():
+    events = journal(
+        (0, "queued", {"depends_on": ["…"], "waiting": True, "available_at": at(0).isoformat()}),
+        (60, "requeue", {"reason": "upstream succeeded", "available_at": at(60).isoformat()}),
+        (62, "picked", {"attempt": 1}),
+        (65, "done", {"attempt": 1}),
+    )
+    [run] = runs_of(events, status="succeeded", now=at(100))
+    assert seconds(run.waited) == 2 and seconds(run.ran) == 3
+    [still_waiting] = runs_of(events[:1], status="queued", now=at(30))
+    assert still_waiting.waited is None
+
+
 def test_each_run_and_attempt_has_its_own_wait_and_run_time_and_sitting_failed_counts_as_neither():
     events = journal(
         (0, "queued", {"available_at": at(0).isoformat()}),

@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import logging
 import pickle
+import uuid
 from datetime import datetime, timedelta
 
 import pytest
@@ -23,7 +24,8 @@ from django.utils import timezone
 
 from jobs import services
 from jobs.models import Job
-from jobs.tasks_backend import django_task_handler
+from jobs.tasks_backend import django_task_handler, enqueue_after
+from pipeline_project.core.errors import InvalidInputError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.conftest import running_worker, wait_for_status
 
@@ -336,3 +338,40 @@ def test_signals_are_sent_and_logged(django_tasks, caplog):
     logged = [record.getMessage() for record in caplog.records if record.name == "django.tasks"]
     assert any(succeeded.id in line and "enqueued" in line for line in logged)
     assert any(failed.id in line and "state=FAILED" in line for line in logged)
+
+
+# --- enqueue_after: tasks that wait for others --------------------------------------------
+
+
+def test_a_task_runs_after_the_tasks_it_waits_for(django_tasks):
+    first = django_tasks.add.enqueue(1, 2)
+    second = django_tasks.add.enqueue(3, 4)
+    after = enqueue_after(django_tasks.echo, [first, second.id], "then", done=True)
+    assert after.status == TaskResultStatus.READY
+    assert Job.objects.get(job_id=after.id).is_waiting
+
+    with running_worker():
+        wait_for_status(after.id, "succeeded")
+    after.refresh()
+    assert after.status == TaskResultStatus.SUCCESSFUL
+    assert after.return_value == {"args": ["then"], "kwargs": {"done": True}}
+
+
+def test_a_task_after_a_failed_one_fails_unless_run_anyway(django_tasks):
+    failing = django_tasks.explode.enqueue()
+    skipped = enqueue_after(django_tasks.add, [failing], 1, 1)
+    anyway = enqueue_after(django_tasks.add, [failing], 2, 2, run_anyway=True)
+
+    with running_worker():
+        wait_for_status(anyway.id, "succeeded")
+    skipped.refresh()
+    assert skipped.status == TaskResultStatus.FAILED
+    assert Job.objects.get(job_id=skipped.id).error == f"Upstream job {failing.id} failed."
+    assert enqueue_after(django_tasks.add, [failing], 3, 3).status == TaskResultStatus.FAILED  # at once
+
+
+def test_bad_upstream_results_are_refused(django_tasks):
+    with pytest.raises(InvalidTask):
+        enqueue_after(django_tasks.add, ["not-an-id"], 1, 1)
+    with pytest.raises(InvalidInputError):
+        enqueue_after(django_tasks.add, [uuid.uuid4()], 1, 1)

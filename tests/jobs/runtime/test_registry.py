@@ -22,6 +22,7 @@ HOUSEKEEPING = {
     "processes.zombies",
     "ingestion.settle",
     "sqlrs.jobs_reconcile",
+    "schedules.enqueue",
 }
 ENGINE_LOCAL = {"sqlrs.cache_evict", "sqlrs.job_dirs_sweep", "sqlrs.states_sync"}
 

@@ -1,0 +1,90 @@
+"""Schedules for operators and daemons: list, create, read, change, delete, pause, resume, run now."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs.schedules import selectors, services
+from jobs.schedules.api import serializers as s
+from jobs.schedules.models import Schedule
+from pipeline_project.core.authentication import request_caller
+from pipeline_project.core.schema import error_responses
+from pipeline_project.core.validation import validated
+
+
+class ScheduleView(APIView):
+    permission_model = Schedule
+
+
+def _schedule_response(schedule, status: int = 200) -> Response:
+    return Response(s.ScheduleSerializer(schedule).data, status=status)
+
+
+def _changed_response(result) -> Response:
+    schedule, changed = result
+    return Response(s.ScheduleChangedSerializer({"schedule": schedule, "changed": changed}).data)
+
+
+class ScheduleListView(ScheduleView):
+    @extend_schema(responses=s.ScheduleSerializer(many=True), summary="Schedules, by name")
+    def get(self, request):
+        return Response(s.ScheduleSerializer(selectors.schedule_list(), many=True).data)
+
+    @extend_schema(
+        request=s.ScheduleCreateSerializer,
+        responses={201: s.ScheduleSerializer, **error_responses(**{"409": "a schedule of that name exists"})},
+        summary="Create a schedule (a cron expression in a time zone, or an interval)",
+    )
+    def post(self, request):
+        data = validated(s.ScheduleCreateSerializer, request.data)
+        return _schedule_response(services.schedule_create(values=data, by=request_caller(request)), status=201)
+
+
+class ScheduleDetailView(ScheduleView):
+    @extend_schema(responses=s.ScheduleSerializer, summary="A schedule, with its next five runs")
+    def get(self, request, schedule_id):
+        return _schedule_response(selectors.schedule_get(schedule_id=schedule_id))
+
+    @extend_schema(
+        request=s.ScheduleChangeSerializer,
+        responses={200: s.ScheduleSerializer, **error_responses(**{"409": "declared in code, or the name is taken"})},
+        summary="Change some of a schedule's fields (a new timing starts at its first tick after now)",
+    )
+    def patch(self, request, schedule_id):
+        data = validated(s.ScheduleChangeSerializer, request.data)
+        return _schedule_response(
+            services.schedule_update(schedule_id=schedule_id, changes=data, by=request_caller(request))
+        )
+
+    @extend_schema(request=None, responses={200: s.ScheduleSerializer}, summary="Delete a schedule (its jobs stay)")
+    def delete(self, request, schedule_id):
+        return _schedule_response(services.schedule_delete(schedule_id=schedule_id))
+
+
+class SchedulePauseView(ScheduleView):
+    post_permission = "change"
+
+    @extend_schema(request=None, responses=s.ScheduleChangedSerializer, summary="Pause: its ticks are not enqueued")
+    def post(self, request, schedule_id):
+        return _changed_response(services.schedule_pause(schedule_id=schedule_id, by=request_caller(request)))
+
+
+class ScheduleResumeView(ScheduleView):
+    post_permission = "change"
+
+    @extend_schema(
+        request=None,
+        responses=s.ScheduleChangedSerializer,
+        summary="Resume from the first tick after now (ticks that fell while paused are not run)",
+    )
+    def post(self, request, schedule_id):
+        return _changed_response(services.schedule_resume(schedule_id=schedule_id, by=request_caller(request)))
+
+
+class ScheduleRunView(ScheduleView):
+    post_permission = "change"
+
+    @extend_schema(request=None, responses={201: s.RunNowSerializer}, summary="Run now: enqueue one job of it")
+    def post(self, request, schedule_id):
+        enqueued = services.schedule_run_now(schedule_id=schedule_id, by=request_caller(request))
+        return Response(s.RunNowSerializer(enqueued).data, status=201)

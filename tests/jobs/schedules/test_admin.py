@@ -1,0 +1,106 @@
+"""Schedules in the admin: the list with next and last runs, the change page with the next five
+runs and the missed-tick policy, add and edit through the services' rules, the actions, and a
+schedule declared in code that only pauses, resumes and runs."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from jobs.models import Job
+from jobs.schedules import services
+from jobs.schedules.models import Schedule
+from tests.conftest import ALL_DATABASES
+from tests.jobs.schedules.conftest import make, utc
+
+pytestmark = ALL_DATABASES
+
+CHANGELIST = "/admin/schedules/schedule/"
+
+
+@pytest.fixture
+def admin_client(client):
+    client.force_login(get_user_model().objects.create_superuser("boss", password="pw"))
+    return client
+
+
+def form(**values) -> dict:
+    return {
+        "name": "reports.daily",
+        "task": "test.echo",
+        "args": "{}",
+        "queue": "default",
+        "priority": "100",
+        "lock_key": "",
+        "cron": "0 6 * * *",
+        "interval_sec": "",
+        "timezone": "Europe/Prague",
+        "missed_policy": "skip",
+        "catch_up_max": "10",
+        **values,
+    }
+
+
+def test_the_list_shows_next_and_last_runs(admin_client):
+    schedule = make("every.minute", due_at=utc(2026, 1, 1))
+    services.schedules_enqueue_due(now=utc(2026, 1, 1, 0, 0, 1))
+    job = Job.objects.get()
+
+    page = admin_client.get(CHANGELIST).content.decode()
+
+    assert "every.minute" in page and "every 60 s" in page
+    assert f"/admin/jobs/job/{job.job_id}/change/" in page
+    assert schedule.name in page
+
+
+def test_the_change_page_shows_the_next_five_runs_and_the_last_skipped(admin_client, settings):
+    schedule = make("catching.up", due_at=utc(2026, 1, 1), missed_policy="once")
+    services.schedules_enqueue_due(now=utc(2026, 1, 1, 1, 0, 30))
+
+    page = admin_client.get(f"{CHANGELIST}{schedule.pk}/change/").content.decode()
+
+    assert page.count('class="next-run"') == 5
+    assert "59 skipped at 2026-01-01 01:00:30 UTC" in page
+    assert 'class="last-job"' in page
+
+
+def test_add_goes_through_the_rules(admin_client):
+    refused = admin_client.post(f"{CHANGELIST}add/", form(cron="0 6 * *"))
+    assert refused.status_code == 200 and "Use five fields" in refused.content.decode()
+    assert not Schedule.objects.exists()
+
+    added = admin_client.post(f"{CHANGELIST}add/", form())
+
+    assert added.status_code == 302
+    schedule = Schedule.objects.get()
+    assert (schedule.created_by, schedule.lock_key, schedule.timezone) == ("boss", None, "Europe/Prague")
+    assert schedule.next_run_at.astimezone(services.timing_of(schedule).zone()).hour == 6
+
+
+def test_edit_and_the_actions(admin_client):
+    schedule = make("editable", interval_sec=60)
+    edited = admin_client.post(f"{CHANGELIST}{schedule.pk}/change/", form(name="editable", cron="", interval_sec="5"))
+    assert edited.status_code == 302, edited.context["adminform"].form.errors
+    schedule.refresh_from_db()
+    assert (schedule.interval_sec, schedule.changed_by) == (5, "boss")
+
+    for action in ("pause_schedules", "run_schedules_now"):
+        admin_client.post(CHANGELIST, {"action": action, "_selected_action": [schedule.pk]})
+    schedule.refresh_from_db()
+    assert schedule.paused and schedule.last_job_id == Job.objects.get().job_id
+    admin_client.post(CHANGELIST, {"action": "resume_schedules", "_selected_action": [schedule.pk]})
+    schedule.refresh_from_db()
+    assert not schedule.paused
+
+    admin_client.post(f"{CHANGELIST}{schedule.pk}/delete/", {"post": "yes"})
+    assert not Schedule.objects.exists() and Job.objects.exists()
+
+
+def test_a_schedule_declared_in_code_is_read_only_but_pauses(admin_client):
+    services.schedules_declare(declared=[{"name": "coded", "task": "test.echo", "interval_sec": 60}])
+    schedule = Schedule.objects.get()
+
+    page = admin_client.get(f"{CHANGELIST}{schedule.pk}/change/").content.decode()
+    admin_client.post(CHANGELIST, {"action": "pause_schedules", "_selected_action": [schedule.pk]})
+
+    assert 'name="cron"' not in page and 'name="interval_sec"' not in page
+    schedule.refresh_from_db()
+    assert schedule.paused
