@@ -197,9 +197,11 @@ class QueueLimitsSerializer(RequestSerializer):
     """Types only: the ranges and rules are ``services.queue_limits_set``'s. The body replaces the
     queue's limits: an absent or null limit is no limit."""
 
-    max_running = StrictIntegerField(required=False, allow_null=True, help_text="At most this many running.")
-    rate_limit = StrictIntegerField(required=False, allow_null=True, help_text="At most this many started...")
-    rate_period_sec = StrictIntegerField(required=False, allow_null=True, help_text="...per this many seconds.")
+    max_running = StrictIntegerField(required=False, allow_null=True, help_text="At most this many running at once.")
+    rate_limit = StrictIntegerField(
+        required=False, allow_null=True, help_text="At most this many started per rate_period_sec (set both)."
+    )
+    rate_period_sec = StrictIntegerField(required=False, allow_null=True, help_text="The rate's period in seconds.")
     per_partition = StrictBooleanField(required=False, help_text="The limits hold per partition_key.")
 
 
