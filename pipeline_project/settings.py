@@ -271,6 +271,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "IngestionRunStatusEnum": "ingestion.models.RunStatus",
         "IngestionItemStatusEnum": "ingestion.models.ItemStatus",
+        "JobStatusEnum": "jobs.models.JobStatus",
     },
     # The schema and the docs need the same access as the API.
     "SERVE_PERMISSIONS": ["pipeline_project.core.permissions.IsDaemonOrPermittedStaff"],

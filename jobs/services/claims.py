@@ -29,10 +29,8 @@ class ClaimedJob:
 
 
 # What claiming does to a job (``j``) and what it returns (``claimed_job`` reads the columns).
-# statement_timestamp(): the same as now() in a statement of its own; in the limited claim's
-# transaction, the time of the claim itself, which the rate limit counts, not of its first statement.
 CLAIM_SET = """
-    status = 'running', attempt = j.attempt + 1, started_at = COALESCE(j.started_at, statement_timestamp()),
+    status = 'running', attempt = j.attempt + 1, started_at = COALESCE(j.started_at, now()),
     heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => j.lease_ttl_sec)
 """
 # The statement's snapshot still shows ``j`` queued, hence ``s.job_id <> j.job_id``.
@@ -203,11 +201,14 @@ def jobs_claim(*, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
 # per partition) are grouped by ``part`` (the partition_key, or '': one group); each group gets
 # its budget: max_running less its running jobs, rate_limit less its starts in the last
 # rate_period_sec (NULL: no such limit). Claims are recorded in ``dl_queue_starts`` for the rate,
-# whose rows older than the period go in the same statement.
+# stamped now() as the jobs' started_at: the time the claim's transaction began, before it waited
+# for the lock. Stamps may thus be recorded out of order; each claim counts every recorded stamp
+# after its own minus the period, which keeps any window of one period at rate_limit starts.
+# Rows two periods old go in the same statement (one period, were transactions skewed by no more).
 LIMITED_CLAIM = """
     WITH limits AS (
         SELECT max_running, rate_limit, rate_period_sec, limit_per_partition AS per_partition,
-               statement_timestamp() - make_interval(secs => rate_period_sec) AS since
+               now() - make_interval(secs => rate_period_sec) AS since
         FROM dl_queues WHERE name = %(queue)s AND NOT paused
     ),
     candidates AS MATERIALIZED (
@@ -253,11 +254,12 @@ LIMITED_CLAIM = """
     ),
     started AS (
         INSERT INTO dl_queue_starts (queue, partition_key, started_at)
-        SELECT claimed.queue, claimed.partition_key, statement_timestamp() FROM claimed, limits
+        SELECT claimed.queue, claimed.partition_key, now() FROM claimed, limits
         WHERE limits.rate_limit IS NOT NULL
     ),
     pruned AS (
-        DELETE FROM dl_queue_starts s USING limits WHERE s.queue = %(queue)s AND s.started_at <= limits.since
+        DELETE FROM dl_queue_starts s USING limits
+        WHERE s.queue = %(queue)s AND s.started_at <= limits.since - make_interval(secs => limits.rate_period_sec)
     ),
     journal AS (INSERT INTO dl_job_events (job_id, queue, kind, payload) {picked_events})
     SELECT * FROM claimed ORDER BY priority, created_at, job_id
