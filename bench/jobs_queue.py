@@ -104,7 +104,7 @@ def control_db(params: dict, dbname: str = BENCH_DATABASES["default"]):
 
 def reset_jobs(params: dict, dbname: str = BENCH_DATABASES["default"]) -> None:
     with control_db(params, dbname) as conn:
-        conn.execute("TRUNCATE dl_jobs, dl_job_events")
+        conn.execute("TRUNCATE dl_jobs, dl_job_events, dl_job_dependencies")
 
 
 def limit_queue(params: dict, max_running: int | None) -> None:

@@ -86,7 +86,7 @@ class Ours(System):
 
     def load(self, jobs):
         with self.connect() as conn:
-            conn.execute("TRUNCATE dl_jobs, dl_job_events")
+            conn.execute("TRUNCATE dl_jobs, dl_job_events, dl_job_dependencies")
             # Independent jobs, as the peers' are: lock_key is required, so one key each.
             conn.execute(LOAD_QUEUED, {"queue": QUEUE, "count": jobs})
             conn.execute("VACUUM ANALYZE dl_jobs, dl_job_events")
