@@ -62,8 +62,9 @@ def test_three_workers_enqueue_a_one_second_schedule_once_per_tick():
 
     lateness = assert_one_job_per_tick(schedule)
     assert len(lateness) >= 18
-    # DL_SCHEDULES_CHECK_SEC is 1 s: a tick waits at most about that long for its check.
-    assert statistics.median(lateness) < 1.5 and max(lateness) < 4, lateness
+    # DL_SCHEDULES_CHECK_SEC is 1 s: a tick waits about that long for its check (here 0.8 s); the
+    # maximum has room for a CI machine where another periodic task holds the runner a while.
+    assert statistics.median(lateness) < 1.5 and max(lateness) < 6, lateness
     assert Job.objects.filter(producer="schedule:every.second").exclude(status="succeeded").count() <= 2
 
 
