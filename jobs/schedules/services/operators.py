@@ -3,7 +3,6 @@ delete, run now. Each is one transaction holding the schedule's row, so an enque
 (which skips locked rows) sees the schedule before or after, never half of each."""
 
 import uuid
-from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
@@ -11,12 +10,13 @@ from jobs import services as job_services
 from jobs.schedules.models import Schedule
 from jobs.schedules.services.rules import (
     DEFAULTS,
-    FIELDS,
     checked,
     database_now,
     job_spec,
     schedule_found,
+    ticks_start_at,
     timing_of,
+    unknown_field_problems,
     values_of,
 )
 from pipeline_project.core.errors import ConflictError, InvalidInputError
@@ -25,9 +25,8 @@ from pipeline_project.core.errors import ConflictError, InvalidInputError
 def schedule_create(*, values: dict, by: str, declared_in_code: bool = False) -> Schedule:
     """A new schedule from ``values`` (name and task at least; DEFAULTS fill the rest); its first
     run is its first tick after now."""
-    unknown = sorted(set(values) - set(FIELDS))
-    if unknown:
-        raise InvalidInputError("Unknown schedule fields.", details={name: ["Unknown field."] for name in unknown})
+    if unknown := unknown_field_problems(values):
+        raise InvalidInputError("Unknown schedule fields.", details=unknown)
     missing = [name for name in ("name", "task") if name not in values]
     if missing:
         raise InvalidInputError("The schedule breaks the rules.", details={name: ["Required."] for name in missing})
@@ -69,18 +68,12 @@ def schedule_update(*, schedule_id: int, changes: dict, by: str) -> Schedule:
 def _apply(schedule: Schedule, values: dict, *, by: str) -> Schedule:
     """Save ``values`` (checked) on the locked ``schedule``."""
     if timing_of(values) != timing_of(schedule):
-        schedule.next_run_at = next(timing_of(values).after(_not_before(schedule)))
+        schedule.next_run_at = next(timing_of(values).after(ticks_start_at(schedule, now=database_now())))
     for name, value in values.items():
         setattr(schedule, name, value)
     schedule.changed_by = by
     schedule.save()
     return schedule
-
-
-def _not_before(schedule: Schedule) -> datetime:
-    """Where new ticks start: after now, and after the last tick enqueued (its key stays unique)."""
-    now = database_now()
-    return max(now, schedule.last_tick_at) if schedule.last_tick_at else now
 
 
 def schedule_pause(*, schedule_id: int, by: str) -> tuple[Schedule, bool]:
@@ -102,7 +95,7 @@ def schedule_resume(*, schedule_id: int, by: str) -> tuple[Schedule, bool]:
         if not schedule.paused:
             return schedule, False
         schedule.paused, schedule.changed_by = False, by
-        schedule.next_run_at = next(timing_of(schedule).after(_not_before(schedule)))
+        schedule.next_run_at = next(timing_of(schedule).after(ticks_start_at(schedule, now=database_now())))
         schedule.save(update_fields=["paused", "next_run_at", "changed_by", "changed_at"])
         return schedule, True
 

@@ -28,6 +28,10 @@ LIMITS = {"interval_sec": (1, 366 * 24 * 3600), "catch_up_max": (1, 1000)}
 _JOB_FIELDS = ("queue", "task", "args", "priority", "lock_key")
 
 
+def unknown_field_problems(values: dict) -> dict[str, list[str]]:
+    return {name: ["Unknown field."] for name in sorted(set(values) - set(FIELDS))}
+
+
 def schedule_found(queryset, schedule_id: int) -> Schedule:
     """The schedule of ``queryset`` with this id; a 404 otherwise (an id past bigint too)."""
     schedule = queryset.filter(pk=schedule_id).first() if 0 < schedule_id < 2**63 else None
@@ -77,10 +81,21 @@ def checked(values: dict) -> dict:
     return values
 
 
+def _reader(values):
+    """``read(name)`` of a schedule's field, from a schedule or from its values."""
+    return values.get if isinstance(values, dict) else lambda name: getattr(values, name)
+
+
 def timing_of(values) -> Timing:
     """The timing of a schedule or of its values."""
-    get = values.get if isinstance(values, dict) else lambda name: getattr(values, name)
+    get = _reader(values)
     return Timing(cron=get("cron"), interval_sec=get("interval_sec"), timezone=get("timezone"))
+
+
+def ticks_start_at(schedule: Schedule, *, now: datetime) -> datetime:
+    """Where a changed or resumed schedule's ticks start: after now, and after the last tick
+    enqueued (so its idempotency key stays unique)."""
+    return max(now, schedule.last_tick_at) if schedule.last_tick_at else now
 
 
 def values_of(schedule: Schedule) -> dict:
@@ -89,7 +104,7 @@ def values_of(schedule: Schedule) -> dict:
 
 def job_spec(values, *, idempotency_key: str | None, producer: str | None) -> job_services.JobSpec:
     """The job a tick (or a run now) of a schedule, or of its values, enqueues."""
-    get = values.get if isinstance(values, dict) else lambda name: getattr(values, name)
+    get = _reader(values)
     return job_services.JobSpec(
         queue=get("queue"),
         task=get("task"),

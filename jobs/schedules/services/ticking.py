@@ -17,7 +17,17 @@ from django.db import transaction
 from jobs import services as job_services
 from jobs.schedules.cron import Timing
 from jobs.schedules.models import MissedPolicy, Schedule
-from jobs.schedules.services.rules import DEFAULTS, FIELDS, checked, database_now, job_spec, tick_key, timing_of
+from jobs.schedules.services.rules import (
+    DEFAULTS,
+    checked,
+    database_now,
+    job_spec,
+    tick_key,
+    ticks_start_at,
+    timing_of,
+    unknown_field_problems,
+    values_of,
+)
 from pipeline_project.core import sql
 from pipeline_project.core.errors import ApplicationError, InvalidInputError
 
@@ -130,11 +140,10 @@ def schedules_declare(*, declared: list[dict]) -> int:
             schedule = existing.get(values["name"]) or Schedule(
                 created_by="code", paused=False, next_run_at=next(timing_of(values).after(now))
             )
-            current = {name: getattr(schedule, name) for name in FIELDS}
-            if schedule.pk and current == values and schedule.declared_in_code:
+            if schedule.pk and values_of(schedule) == values and schedule.declared_in_code:
                 continue
             if schedule.pk and timing_of(values) != timing_of(schedule):
-                schedule.next_run_at = next(timing_of(values).after(max(now, schedule.last_tick_at or now)))
+                schedule.next_run_at = next(timing_of(values).after(ticks_start_at(schedule, now=now)))
             for name, value in values.items():
                 setattr(schedule, name, value)
             schedule.declared_in_code, schedule.changed_by = True, "code"
@@ -144,9 +153,8 @@ def schedules_declare(*, declared: list[dict]) -> int:
 
 
 def _problems(values: dict) -> dict:
-    unknown = sorted(set(values) - set(FIELDS))
-    if unknown:
-        return {name: ["Unknown field."] for name in unknown}
+    if unknown := unknown_field_problems(values):
+        return unknown
     try:
         checked(values)
     except InvalidInputError as exc:
