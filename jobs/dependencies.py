@@ -13,12 +13,16 @@ is retried, it brings back the jobs its end had canceled; and the effects run do
 
 from datetime import UTC, datetime
 
-
 # Far enough for any claim never to reach, near enough for Python datetimes to load in any time zone.
 WAITING_AVAILABLE_AT = datetime(9999, 12, 31, tzinfo=UTC)
-_WAITING = "'9999-12-31 00:00:00+00'::timestamptz"
+WAITING_SQL = "'9999-12-31 00:00:00+00'::timestamptz"  # the same, in SQL text
 _ENDED = "('failed', 'canceled', 'lost')"  # final unless an operator retries the job
 _FINISHED = "('succeeded', 'failed', 'canceled', 'lost')"
+
+
+def shown_status(status: str, available_at) -> str:
+    """A job's status as pages and the API show it: "waiting" for a queued job that waits for others."""
+    return "waiting" if status == "queued" and available_at == WAITING_AVAILABLE_AT else status
 
 # Returns the jobs it canceled. Locks the jobs first (a statement of its own), so two upstream
 # jobs ending at once settle their dependent one after the other, the second reading the
@@ -43,7 +47,7 @@ BEGIN
     ready AS (
         UPDATE dl_jobs j SET available_at = GREATEST(s.requested, now())
         FROM state s
-        WHERE j.job_id = s.job_id AND j.status = 'queued' AND j.available_at = {_WAITING}
+        WHERE j.job_id = s.job_id AND j.status = 'queued' AND j.available_at = {WAITING_SQL}
           AND (s.all_succeeded OR (s.run_anyway AND s.all_finished))
         RETURNING j.job_id, j.queue, j.available_at, s.all_succeeded
     ),
@@ -57,9 +61,9 @@ BEGIN
     ),
     -- A retried job whose upstream jobs have not all finished waits again.
     waiting AS (
-        UPDATE dl_jobs j SET available_at = {_WAITING}
+        UPDATE dl_jobs j SET available_at = {WAITING_SQL}
         FROM state s
-        WHERE j.job_id = s.job_id AND j.status = 'queued' AND j.available_at <> {_WAITING}
+        WHERE j.job_id = s.job_id AND j.status = 'queued' AND j.available_at <> {WAITING_SQL}
           AND NOT s.all_succeeded AND NOT s.all_finished AND (s.culprit IS NULL OR s.run_anyway)
         RETURNING j.job_id
     ),
@@ -121,7 +125,7 @@ BEGIN
         ),
         restored AS (
             UPDATE dl_jobs j
-            SET status = 'queued', available_at = {_WAITING}, cancel_requested = false, finished_at = NULL, error = NULL
+            SET status = 'queued', available_at = {WAITING_SQL}, cancel_requested = false, finished_at = NULL, error = NULL
             FROM back b WHERE j.job_id = b.job_id AND j.status = 'canceled'
             RETURNING j.job_id, j.queue, b.upstream_id
         ),
@@ -142,8 +146,6 @@ BEGIN
 END
 $$;
 """
+# What migrations install (a migration keeps its own copy of the text it ran); a change here needs
+# a new migration, or tests/jobs/test_dependencies.py finds the database running other code.
 FUNCTIONS = SETTLE_FUNCTION + REACT_FUNCTION
-DROP_FUNCTIONS = (
-    "DROP FUNCTION IF EXISTS dl_job_dependencies_react(uuid[], uuid[]); "
-    "DROP FUNCTION IF EXISTS dl_job_dependencies_settle(uuid[]);"
-)

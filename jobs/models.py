@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
-from jobs.dependencies import REACT_CALL, WAITING_AVAILABLE_AT
+from jobs.dependencies import REACT_CALL, WAITING_AVAILABLE_AT, shown_status
 from pipeline_project.core.triggers import statement_notify_triggers, statement_trigger
 
 DL_STATUS_TYPE = "dl_status"
@@ -218,7 +218,7 @@ class Job(models.Model):
 
     @property
     def display_status(self) -> str:
-        return "waiting" if self.is_waiting else self.status
+        return shown_status(self.status, self.available_at)
 
 
 def _notify_events_sql() -> str:

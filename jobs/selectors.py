@@ -11,7 +11,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
-from jobs.dependencies import WAITING_AVAILABLE_AT
+from jobs.dependencies import WAITING_AVAILABLE_AT, shown_status
 from jobs.models import FINISHED_STATUSES, Job, JobEvent, JobStatus, PeriodicTask, Queue, Worker
 from pipeline_project.core import sql
 from pipeline_project.core.errors import NotFoundError
@@ -38,18 +38,18 @@ def job_dependencies(*, job_id: uuid.UUID) -> dict[str, list[Linked]]:
     """``{"upstream": the jobs it waits for, "downstream": the jobs waiting for it}``, oldest first."""
     rows = sql.rows(
         """
-        SELECT 'upstream', u.job_id, u.task, u.status::text, u.available_at = %(waiting)s, d.run_anyway
+        SELECT 'upstream', u.job_id, u.task, u.status::text, u.available_at, d.run_anyway
         FROM dl_job_dependencies d JOIN dl_jobs u ON u.job_id = d.upstream_id WHERE d.job_id = %(job_id)s
         UNION ALL
-        SELECT 'downstream', j.job_id, j.task, j.status::text, j.available_at = %(waiting)s, d.run_anyway
+        SELECT 'downstream', j.job_id, j.task, j.status::text, j.available_at, d.run_anyway
         FROM dl_job_dependencies d JOIN dl_jobs j ON j.job_id = d.job_id WHERE d.upstream_id = %(job_id)s
         ORDER BY 2
         """,
-        {"job_id": job_id, "waiting": WAITING_AVAILABLE_AT},
+        {"job_id": job_id},
     )
     found: dict[str, list[Linked]] = {"upstream": [], "downstream": []}
-    for side, linked_id, task, status, waits, run_anyway in rows:
-        shown = "waiting" if status == JobStatus.QUEUED and waits else status
+    for side, linked_id, task, status, available_at, run_anyway in rows:
+        shown = shown_status(status, available_at)
         found[side].append(Linked(job_id=linked_id, task=task, status=shown, run_anyway=run_anyway))
     return found
 

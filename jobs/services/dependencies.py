@@ -5,7 +5,7 @@ What happens when upstream jobs end is the database's (``jobs.dependencies``), w
 
 import uuid
 
-from jobs.dependencies import WAITING_AVAILABLE_AT
+from jobs.dependencies import WAITING_SQL
 from pipeline_project.core import sql
 from pipeline_project.core.errors import InvalidInputError
 
@@ -127,7 +127,7 @@ ORPHANS_CANCEL_CTES = f"""
             WHERE {{deletable}}
             ORDER BY d.job_id, d.upstream_id
         ) AS o
-        WHERE j.job_id = o.job_id AND j.status = 'queued' AND j.available_at = '{WAITING_AVAILABLE_AT.isoformat()}'
+        WHERE j.job_id = o.job_id AND j.status = 'queued' AND j.available_at = {WAITING_SQL}
           AND j.job_id NOT IN (SELECT job_id FROM target)
         RETURNING j.job_id, j.queue, o.upstream_id
     ),
