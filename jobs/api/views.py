@@ -15,7 +15,7 @@ from jobs.api import serializers as s
 from jobs.api.filters import JobFilter
 from jobs.api.streams import NDJSON, events_response
 from jobs.models import Job, Queue
-from pipeline_project.core.authentication import request_caller as _caller
+from pipeline_project.core.authentication import request_caller
 from pipeline_project.core.pagination import StrictCursorPagination
 from pipeline_project.core.schema import error_responses
 from pipeline_project.core.validation import validated
@@ -44,7 +44,7 @@ class JobTriggerView(JobView):
     )
     def post(self, request):
         data = validated(s.JobTriggerSerializer, request.data)
-        enqueued = services.job_enqueue(spec=s.job_spec(data, producer=_caller(request)))
+        enqueued = services.job_enqueue(spec=s.job_spec(data, producer=request_caller(request)))
         return Response(s.EnqueuedSerializer(enqueued).data, status=201 if enqueued.created else 200)
 
 
@@ -60,7 +60,7 @@ class JobBulkTriggerView(JobView):
     )
     def post(self, request):
         data = validated(s.JobBulkTriggerSerializer, request.data)
-        producer = _caller(request)
+        producer = request_caller(request)
         enqueued = services.job_enqueue_many(specs=[s.job_spec(item, producer=producer) for item in data["jobs"]])
         created = any(item.created for item in enqueued)
         return Response(s.EnqueuedListSerializer({"jobs": enqueued}).data, status=201 if created else 200)
@@ -81,7 +81,7 @@ class JobCancelView(JobView):
         summary="Cancel: a queued job at once, a running one between chunks (a repeat answers 200)",
     )
     def post(self, request, job_id):
-        services.job_cancel(job_id=job_id, requested_by=_caller(request))
+        services.job_cancel(job_id=job_id, requested_by=request_caller(request))
         return _job_response(job_id)
 
 
@@ -173,7 +173,7 @@ class JobRetryMatchingView(JobBulkActionView):
         return super().post(request)
 
     def act(self, request, selection, body):
-        return services.jobs_retry(selection=selection, by=_caller(request), dry_run=body["dry_run"])
+        return services.jobs_retry(selection=selection, by=request_caller(request), dry_run=body["dry_run"])
 
 
 class JobCancelMatchingView(JobBulkActionView):
@@ -186,7 +186,7 @@ class JobCancelMatchingView(JobBulkActionView):
         return super().post(request)
 
     def act(self, request, selection, body):
-        return services.jobs_cancel(selection=selection, by=_caller(request), dry_run=body["dry_run"])
+        return services.jobs_cancel(selection=selection, by=request_caller(request), dry_run=body["dry_run"])
 
 
 class JobDeleteMatchingView(JobBulkActionView):
@@ -218,7 +218,7 @@ class QueuePauseView(APIView):
 
     @extend_schema(request=None, responses=s.QueueChangeSerializer, summary="Pause a queue: no worker claims from it")
     def post(self, request, queue):
-        changed = services.queue_pause(queue=queue, by=_caller(request))
+        changed = services.queue_pause(queue=queue, by=request_caller(request))
         return Response({"queue": queue, "paused": True, "changed": changed})
 
 
@@ -232,7 +232,7 @@ class QueueLimitsView(APIView):
     )
     def put(self, request, queue):
         body = validated(s.QueueLimitsSerializer, request.data)
-        limits = services.queue_limits_set(queue=queue, by=_caller(request), **body)
+        limits = services.queue_limits_set(queue=queue, by=request_caller(request), **body)
         return Response(s.QueueLimitsOutSerializer(limits).data)
 
 
@@ -244,5 +244,5 @@ class QueueResumeView(APIView):
         request=None, responses=s.QueueChangeSerializer, summary="Resume a queue: workers claim from it at once"
     )
     def post(self, request, queue):
-        changed = services.queue_resume(queue=queue, by=_caller(request))
+        changed = services.queue_resume(queue=queue, by=request_caller(request))
         return Response({"queue": queue, "paused": False, "changed": changed})

@@ -83,9 +83,9 @@ UNLIMITED = """(SELECT paused OR max_running IS NOT NULL OR rate_limit IS NOT NU
 # WITH RECURSIVE: a first pass over the first ``window`` available jobs in order (rows locked
 # by a concurrent claim are passed over, rows of busy keys never locked), then, if that found
 # too few, a second pass over each key's first job. Both passes find nothing in a paused or
-# limited queue (``UNLIMITED``). Parameters: queue, limit, window, max_keys, and ``ending``: jobs the same statement
-# ends, whose lock_keys count as free although its snapshot shows them running. ``{after}``:
-# more conditions on a candidate ``c``.
+# limited queue (``UNLIMITED``). Parameters: queue, limit, window, max_keys, and ``ending``: jobs
+# the same statement ends, whose lock_keys count as free although its snapshot shows them
+# running. ``{after}``: more conditions on a candidate ``c``.
 CLAIM_CTES = """
     first_pass AS MATERIALIZED (
         SELECT c.job_id
