@@ -3,6 +3,7 @@
 import shutil
 import socket
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -88,9 +89,19 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
 
 
-def launch_chromium(playwright):
-    """Debian's headless Chromium, driven by Playwright."""
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+@contextmanager
+def chromium():
+    """Debian's headless Chromium, driven by Playwright, closed on leaving. Start it after the
+    fixtures that use the ORM: Playwright's sync API runs an event loop in this thread, where
+    Django would refuse (or keep apart) database work."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def logged_in_page(browser, base_url: str, *, username: str, password: str, next_path: str = "", **context):

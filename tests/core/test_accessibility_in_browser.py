@@ -13,7 +13,7 @@ from jobs import services
 from jobs.models import Job, JobStatus
 from jobs.schedules import services as schedule_services
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.helpers import launch_chromium, logged_in_page, needs_chromium
+from tests.helpers import chromium, logged_in_page, needs_chromium
 
 BLOCKING = ("serious", "critical")
 AA = 4.5
@@ -123,28 +123,23 @@ def test_no_page_has_a_serious_accessibility_violation_and_every_badge_and_butto
     live_server, pages, theme
 ):
     from axe_playwright_python.sync_playwright import Axe
-    from playwright.sync_api import sync_playwright
 
     found, weakest = {}, {}
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            page = logged_in_page(
-                browser, live_server.url, username="operator", password="secret-pw", color_scheme=theme
-            )
-            for path in pages:
-                page.goto(f"{live_server.url}{path}")
-                results = Axe().run(page)
-                blocking = [v for v in results.response["violations"] if v["impact"] in BLOCKING]
-                if blocking:
-                    found[path] = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in blocking]
-                for measured in page.evaluate(MEASURE_CONTRAST):
-                    if measured["ratio"] < weakest.get(measured["what"], 99):
-                        weakest[measured["what"]] = measured["ratio"]
-                    if measured["ratio"] < AA:
-                        found.setdefault(path, []).append(("contrast", measured["what"], round(measured["ratio"], 2)))
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = logged_in_page(
+            browser, live_server.url, username="operator", password="secret-pw", color_scheme=theme
+        )
+        for path in pages:
+            page.goto(f"{live_server.url}{path}")
+            results = Axe().run(page)
+            blocking = [v for v in results.response["violations"] if v["impact"] in BLOCKING]
+            if blocking:
+                found[path] = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in blocking]
+            for measured in page.evaluate(MEASURE_CONTRAST):
+                if measured["ratio"] < weakest.get(measured["what"], 99):
+                    weakest[measured["what"]] = measured["ratio"]
+                if measured["ratio"] < AA:
+                    found.setdefault(path, []).append(("contrast", measured["what"], round(measured["ratio"], 2)))
 
     print(f"\n{theme}: the weakest contrast of each badge and button")
     for what, ratio in sorted(weakest.items(), key=lambda item: item[1]):

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from ingestion import services
 from ingestion.models import Source
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.helpers import launch_chromium, logged_in_page, needs_chromium
+from tests.helpers import chromium, logged_in_page, needs_chromium
 from tests.ingestion import site as website
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "pipeline-run.png"
@@ -32,16 +32,9 @@ def site(settings, tmp_path):
 
 @pytest.fixture
 def browser():
-    """Started after the fixtures that use the ORM: Playwright's sync API runs an event loop in
-    this thread, where Django would refuse (or keep apart) database work."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = launch_chromium(playwright)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    """Started after the fixtures that use the ORM (``chromium``)."""
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.mark.skipif(not shutil.which("tesseract"), reason="needs tesseract-ocr")

@@ -13,12 +13,12 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 import tests.jobs.handlers as handlers
-from jobs.runtime.config import WorkerConfig
-from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.helpers import launch_chromium, logged_in_page, needs_chromium, off_loop, wait_for
-from tests.jobs.conftest import enqueue, job
 from jobs import services
 from jobs.models import Job
+from jobs.runtime.config import WorkerConfig
+from tests.conftest import ALL_DATABASES_COMMITTED
+from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop, wait_for
+from tests.jobs.conftest import enqueue, job
 from tests.jobs.helpers import FAST, worker_in_thread
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "job-page.png"
@@ -41,14 +41,8 @@ def worker():
 @pytest.fixture
 def page(live_server, operator, worker):
     """Logged in; started after the fixtures that use the ORM (Playwright runs an event loop here)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            yield logged_in_page(browser, live_server.url, username="operator", password="secret-pw")
-        finally:
-            browser.close()
+    with chromium() as browser:
+        yield logged_in_page(browser, live_server.url, username="operator", password="secret-pw")
 
 
 def job_url(live_server, job_id) -> str:
@@ -270,24 +264,18 @@ def test_the_retry_button_is_reached_and_pressed_with_the_keyboard(live_server, 
 
 
 def test_without_javascript_the_page_and_its_buttons_still_work(live_server, operator, worker):
-    from playwright.sync_api import sync_playwright
-
     failed = enqueue(task="test.until_fixed", max_attempts=1)
     wait_for(lambda: job(failed.job_id).status == "failed", timeout=20, what="the job to fail")
     handlers.FIXED.set()
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            tab = logged_in_page(
-                browser, live_server.url, username="operator", password="secret-pw", java_script_enabled=False
-            )
-            tab.goto(job_url(live_server, failed.job_id))
-            assert "RuntimeError: still broken" in tab.locator("#job-errors").inner_text()
-            tab.get_by_role("button", name="Retry").click()
-            tab.wait_for_load_state()
-            assert "put back in its queue" in tab.locator(".messagelist").inner_text()
-            wait_for(lambda: status_of(failed.job_id) == "succeeded", timeout=20, what="the retried job to succeed")
-            tab.reload()  # no live refresh without JavaScript: a reload shows the end
-            assert tab.locator("#job-status").inner_text() == "succeeded"
-        finally:
-            browser.close()
+    with chromium() as browser:
+        tab = logged_in_page(
+            browser, live_server.url, username="operator", password="secret-pw", java_script_enabled=False
+        )
+        tab.goto(job_url(live_server, failed.job_id))
+        assert "RuntimeError: still broken" in tab.locator("#job-errors").inner_text()
+        tab.get_by_role("button", name="Retry").click()
+        tab.wait_for_load_state()
+        assert "put back in its queue" in tab.locator(".messagelist").inner_text()
+        wait_for(lambda: status_of(failed.job_id) == "succeeded", timeout=20, what="the retried job to succeed")
+        tab.reload()  # no live refresh without JavaScript: a reload shows the end
+        assert tab.locator("#job-status").inner_text() == "succeeded"

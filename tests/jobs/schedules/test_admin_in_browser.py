@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 
 from jobs.schedules.models import Schedule
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.helpers import launch_chromium, logged_in_page, needs_chromium, off_loop
+from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop
 from tests.jobs.schedules.conftest import make
 
 pytestmark = [ALL_DATABASES_COMMITTED, needs_chromium]
@@ -21,14 +21,8 @@ def schedule(db):
 @pytest.fixture
 def page(live_server, schedule):
     """Logged in; started after the fixtures that use the ORM (Playwright runs an event loop here)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            yield logged_in_page(browser, live_server.url, username="operator", password="secret-pw")
-        finally:
-            browser.close()
+    with chromium() as browser:
+        yield logged_in_page(browser, live_server.url, username="operator", password="secret-pw")
 
 
 def test_a_schedules_page_shows_its_next_five_runs_and_the_list_pauses_it(live_server, page, schedule):
