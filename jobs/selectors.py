@@ -15,6 +15,7 @@ from jobs.dependencies import WAITING_AVAILABLE_AT, shown_status
 from jobs.models import FINISHED_STATUSES, Job, JobEvent, JobStatus, PeriodicTask, Queue, Worker
 from pipeline_project.core import sql
 from pipeline_project.core.errors import NotFoundError
+from pipeline_project.core.snapshot import snapshot
 
 
 def job_get(*, job_id: uuid.UUID) -> Job:
@@ -137,6 +138,7 @@ def workers() -> list[dict]:
     ]
 
 
+@snapshot()
 def queues() -> list[dict]:
     """Every queue with jobs or operator state: its depth by status, whether it is paused, its
     limits, and (rate-limited ones) how many jobs started in the last rate period."""

@@ -18,12 +18,14 @@ from jobs.models import Job, Queue
 from pipeline_project.core.authentication import request_caller
 from pipeline_project.core.pagination import StrictCursorPagination
 from pipeline_project.core.schema import error_responses
+from pipeline_project.core.snapshot import snapshot
 from pipeline_project.core.validation import validated
 
 
 def _job_response(job_id) -> Response:
-    job = selectors.job_get(job_id=job_id)
-    links = selectors.job_dependencies(job_id=job_id)
+    with snapshot():  # the job and its links as of one moment
+        job = selectors.job_get(job_id=job_id)
+        links = selectors.job_dependencies(job_id=job_id)
     job.upstream, job.downstream = links["upstream"], links["downstream"]
     return Response(s.JobDetailSerializer(job).data)
 

@@ -1,11 +1,14 @@
 """The trigger API with depends_on, and the job's upstream and downstream jobs in its output."""
 
+import threading
 import uuid
 
 import pytest
+from django.db import connections
 
+from jobs import services
 from jobs.models import Job, JobEvent
-from tests.conftest import ALL_DATABASES
+from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
 from tests.jobs.api.test_views import BASE, VALID, trigger
 
 pytestmark = ALL_DATABASES
@@ -26,6 +29,29 @@ def test_a_trigger_with_depends_on_waits_and_the_outputs_show_both_ends(api):
     assert status["needed_by"] == [{"job_id": waiting, "task": "load.rates", "status": "waiting", "run_anyway": True}]
     listed = {item["job_id"]: item["waiting"] for item in api.get(BASE).json()["results"]}
     assert listed == {upstream: False, waiting: True}
+
+
+@ALL_DATABASES_COMMITTED
+def test_a_jobs_answer_shows_it_and_the_jobs_it_waits_for_as_of_one_moment(api):
+    upstream = trigger(api, VALID).json()["job_id"]
+    waiting = trigger(api, {**VALID, "lock_key": "other", "depends_on": [upstream]}).json()["job_id"]
+    stop = threading.Event()
+
+    def cancel_and_retry_the_upstream_job():  # each statement changes both jobs (the trigger)
+        while not stop.is_set():
+            services.job_cancel(job_id=uuid.UUID(upstream))
+            services.job_retry(job_id=uuid.UUID(upstream))
+        connections.close_all()
+
+    writer = threading.Thread(target=cancel_and_retry_the_upstream_job)
+    writer.start()
+    try:
+        for _ in range(300):
+            body = api.get(f"{BASE}/{waiting}").json()
+            assert (body["status"] == "canceled") == (body["depends_on"][0]["status"] == "canceled"), body
+    finally:
+        stop.set()
+        writer.join()
 
 
 @pytest.mark.parametrize(
