@@ -29,7 +29,9 @@ import django
 from pipeline_project.databases import connection_params, database_url
 
 PYTHON = sys.executable
-BENCH_DATABASES = {"default": "bench_control", "pipeline": "bench_pipeline"}
+# A prefix of its own lets two benchmarks share one server without dropping each other's databases.
+BENCH_PREFIX = os.environ.get("BENCH_DB_PREFIX", "bench")
+BENCH_DATABASES = {"default": f"{BENCH_PREFIX}_control", "pipeline": f"{BENCH_PREFIX}_pipeline"}
 
 
 def server_params() -> dict:

@@ -54,6 +54,7 @@ from pathlib import Path
 import psycopg
 from common import (
     BENCH_DATABASES,
+    BENCH_PREFIX,
     create_bench_databases,
     drop_bench_databases,
     print_table,
@@ -62,7 +63,7 @@ from common import (
 )
 
 # The bench's own databases (common's helpers create, select and drop BENCH_DATABASES).
-BENCH_DATABASES.update(default="bench_dbstates", pipeline="bench_dbstates_pipeline")
+BENCH_DATABASES.update(default=f"{BENCH_PREFIX}_dbstates", pipeline=f"{BENCH_PREFIX}_dbstates_pipeline")
 
 CACHED_TARGET_SEC = 1.0
 RATIO_TARGET = 1.3

@@ -38,6 +38,7 @@ from pathlib import Path
 import psycopg
 from common import (
     BENCH_DATABASES,
+    BENCH_PREFIX,
     PYTHON,
     ROOT,
     HttpClient,
@@ -493,7 +494,7 @@ def load_queued(params: dict, count: int, *, dbname: str) -> float:
 @contextmanager
 def claim_database(params: dict, env: dict):
     """A second migrated jobs database, so that both queue sizes stay loaded at once."""
-    name = "bench_claim_large"
+    name = f"{BENCH_PREFIX}_claim_large"
     create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
     drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
     with psycopg.connect(**params, autocommit=True) as conn:

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import psycopg
 from common import (
+    BENCH_DATABASES,
+    BENCH_PREFIX,
     PYTHON,
     ROOT,
     create_bench_databases,
@@ -81,7 +83,7 @@ class System:
 
 class Ours(System):
     name = "ours"
-    database = "bench_control"
+    database = BENCH_DATABASES["default"]
     left_sql = "SELECT count(*) FROM dl_jobs WHERE status IN ('queued', 'running')"
 
     def load(self, jobs):
@@ -97,7 +99,7 @@ class Ours(System):
 
 class PgQueuer(System):
     name = "pgqueuer"
-    database = "bench_pgqueuer"
+    database = f"{BENCH_PREFIX}_pgqueuer"
     left_sql = "SELECT count(*) FROM pgqueuer"  # queued and picked jobs; finished ones leave the table
 
     def install(self):
@@ -131,7 +133,7 @@ class PgQueuer(System):
 
 class Procrastinate(System):
     name = "procrastinate"
-    database = "bench_procrastinate"
+    database = f"{BENCH_PREFIX}_procrastinate"
     left_sql = "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
 
     def _app(self):
@@ -222,7 +224,7 @@ def main() -> None:
     logging.getLogger("procrastinate").setLevel(logging.WARNING)  # it logs every deferred job
     params = server_params()
     env = create_bench_databases(params)
-    peers = [system for system in SYSTEMS if system.database != "bench_control"]
+    peers = [system for system in SYSTEMS if system.database != BENCH_DATABASES["default"]]
     with psycopg.connect(**params, autocommit=True) as conn:
         for system in peers:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(system.database)))
