@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run test bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet db-stop clean
+.PHONY: install setup run test bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ bench-fleet: install
 bench-peers: install
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-peers.txt
 	$(BIN)/python bench/queue_peers.py $(BENCH_ARGS)
+
+# The web tier: seven endpoints under the deployed server beside a threaded WSGI twin (and FastAPI).
+bench-web: install
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-peers.txt
+	$(BIN)/python bench/web_tier.py $(BENCH_ARGS)
 
 # Stop the embedded PostgreSQL (it keeps running between commands otherwise).
 db-stop: install

@@ -102,18 +102,40 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+SERVER_PIDS: dict[int, int] = {}  # port → pid of the gunicorn serving it (see cpu_seconds)
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process and its children (a server's workers) have used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    pids = [pid]
+    while pids:
+        current = pids.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pids.extend(int(child) for child in (task / "children").read_text().split())
+        except FileNotFoundError:  # it ended meanwhile
+            continue
+    return total
+
+
 @contextmanager
-def gunicorn(env: dict, *, workers: int = 2):
-    """A real web server on a free port, as `make run` starts it (gunicorn, uvicorn workers, ASGI)."""
+def gunicorn(env: dict, *, workers: int = 2, app: str = "pipeline_project.asgi:application", options=(), probe="/health"):
+    """A real web server on a free port, as `make run` starts it (gunicorn, uvicorn workers, ASGI)
+    unless ``app`` and ``options`` (gunicorn's, after the project's config) say otherwise."""
     port = free_port()
     process = subprocess.Popen(
         [
             str(Path(PYTHON).parent / "gunicorn"),
             "-c",
             "pipeline_project/gunicorn_conf.py",
-            "pipeline_project.asgi:application",
+            app,
             "--log-level",
             "warning",
+            *options,
         ],
         cwd=ROOT,
         env={**env, "WEB_BIND": f"127.0.0.1:{port}", "WEB_WORKERS": str(workers)},
@@ -121,14 +143,17 @@ def gunicorn(env: dict, *, workers: int = 2):
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"gunicorn exited with {process.returncode}")
             try:
                 client = HttpClient(port, token="")
-                if client.request("GET", "/health")[0] == 200:
+                if client.request("GET", probe)[0] < 500:
                     break
             except OSError:
                 time.sleep(0.1)
         else:
             raise RuntimeError("gunicorn did not start")
+        SERVER_PIDS[port] = process.pid
         yield port
     finally:
         process.terminate()

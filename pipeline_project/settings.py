@@ -94,14 +94,14 @@ INSTALLED_APPS = [
 # refusers still run before any view or the CSRF check (process_view); nothing above reads a body.
 MIDDLEWARE = [
     "pipeline_project.core.middleware.RequestIdMiddleware",
-    "django.middleware.security.SecurityMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "pipeline_project.core.middleware.SecurityMiddleware",
+    "pipeline_project.core.middleware.XFrameOptionsMiddleware",
+    "pipeline_project.core.middleware.WhiteNoiseMiddleware",
+    "pipeline_project.core.middleware.SessionMiddleware",
+    "pipeline_project.core.middleware.CommonMiddleware",
+    "pipeline_project.core.middleware.CsrfViewMiddleware",
+    "pipeline_project.core.middleware.AuthenticationMiddleware",
+    "pipeline_project.core.middleware.MessageMiddleware",
     "pipeline_project.core.middleware.JSONErrorsMiddleware",
     "pipeline_project.core.middleware.BodySizeLimitMiddleware",
     "pipeline_project.core.middleware.RejectNulMiddleware",
@@ -168,6 +168,11 @@ DB_POOL_TIMEOUT_SEC = env_number("DB_POOL_TIMEOUT_SEC", 30)  # a thread waits th
 DB_POOL_MAX_IDLE_SEC = env_number("DB_POOL_MAX_IDLE_SEC", 60)  # a pool closes a connection idle this long
 if DB_POOL_SIZE < 1:
     raise ImproperlyConfigured("DB_POOL_SIZE must be at least 1")
+# A web worker serves synchronous views in this many threads (pipeline_project.core.asgi), as
+# many as the pool has connections, so that no request waits for one.
+WEB_THREADS = env_number("WEB_THREADS", DB_POOL_SIZE, int)
+if WEB_THREADS < 1:
+    raise ImproperlyConfigured("WEB_THREADS must be at least 1")
 for _database in DATABASES.values():
     if _database["ENGINE"] == "django.db.backends.postgresql":
         _database["ENGINE"] = "pipeline_project.postgresql"

@@ -1,5 +1,11 @@
 """Django's ASGI handler, with what this project needs of it.
 
+- Two kinds of route. A synchronous view (every ordinary DRF view) is served as under WSGI:
+  the whole request (signals, the synchronous middleware chain, the view, closing the
+  response) runs in one thread of a bounded pool (``WEB_THREADS``), one hop from the event
+  loop and back. Django's own async path would run each synchronous middleware behind its own
+  hop and start a thread per request. An async view (process calls) is served by Django's
+  async path, waiting on the event loop.
 - Lifespan: the process's notification hub and async pool open at startup, close at shutdown.
 - Bodies: Django reads the whole body before any middleware runs. A body whose declared
   Content-Length is past ``MAX_REQUEST_BODY_BYTES`` is not read at all, and one sent without a
@@ -9,17 +15,23 @@
   under WSGI. A body read whole gets the ``CONTENT_LENGTH`` it was read with (DRF reads a
   body without one as empty).
 - Streams: a streaming response gives back, before it starts, the database connections and
-  the thread its request used. Django keeps one thread per request until the response ends
-  (asgiref's ThreadSensitiveContext), so without this every follower of a stream would hold
-  an idle thread (and a pooled connection) for as long as it listens.
+  the thread its request used, so a follower of a stream holds neither an idle thread nor a
+  pooled connection for as long as it listens: the stream itself is sent from the event loop.
 """
 
 import asyncio
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 
-from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.sync import SyncToAsync, iscoroutinefunction, sync_to_async
 from django.conf import settings
-from django.core.handlers.asgi import ASGIHandler
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.handlers.base import BaseHandler
 from django.db import connections
+from django.urls import Resolver404, get_resolver, set_script_prefix
 
 from pipeline_project.core.notifications import close_shared_resources, open_shared_resources
 
@@ -56,6 +68,18 @@ class BoundedBody:
         return message
 
 
+def closing_if_refused(send, body: BoundedBody):
+    """``send``, closing the connection after an answer to a refused body: the server would
+    otherwise go on reading (and dropping) the body the client sends."""
+
+    async def send_closing_if_refused(message):
+        if body.refused and message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}
+        await send(message)
+
+    return send_closing_if_refused
+
+
 def declared_length(scope) -> int | None:
     """The request's Content-Length, when it declares a well-formed one."""
     for name, value in scope.get("headers", ()):
@@ -65,11 +89,25 @@ def declared_length(scope) -> int | None:
 
 
 class ProjectASGIHandler(ASGIHandler):
+    def __init__(self):
+        super().__init__()
+        self.sync_chain = BaseHandler()
+        self.sync_chain.load_middleware(is_async=False)
+        self.threads = ThreadPoolExecutor(settings.WEB_THREADS, thread_name_prefix="web")
+
     async def __call__(self, scope, receive, send):
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
-        await super().__call__(scope, receive, send)
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)  # Django refuses it
+            return
+        body = BoundedBody(receive, declared_length=declared_length(scope), limit=settings.MAX_REQUEST_BODY_BYTES)
+        send = closing_if_refused(send, body)
+        if self._is_async_route(scope):
+            await super().__call__(scope, body, send)
+        else:
+            await self.handle_in_thread(scope, body, send)
 
     async def _lifespan(self, receive, send) -> None:
         while True:
@@ -83,19 +121,54 @@ class ProjectASGIHandler(ASGIHandler):
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await close_shared_resources()
+                self.threads.shutdown(wait=False)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    async def handle(self, scope, receive, send):
-        body = BoundedBody(receive, declared_length=declared_length(scope), limit=settings.MAX_REQUEST_BODY_BYTES)
+    @staticmethod
+    def _is_async_route(scope) -> bool:
+        path = scope["path"].removeprefix(scope.get("root_path", "")) or "/"
+        try:
+            return iscoroutinefunction(get_resolver(settings.ROOT_URLCONF).resolve(path).func)
+        except Resolver404:
+            return False
 
-        async def send_closing_if_refused(message):
-            if body.refused and message["type"] == "http.response.start":
-                # The server would otherwise go on reading (and dropping) the body the client sends.
-                message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}
-            await send(message)
+    async def handle_in_thread(self, scope, body: BoundedBody, send) -> None:
+        try:
+            body_file = await self.read_body(body)
+        except RequestAborted:
+            return
+        with closing(body_file):
+            set_script_prefix(get_script_prefix(scope))
+            context = contextvars.copy_context()  # the request's context vars (script prefix) in the thread
+            loop = asyncio.get_running_loop()
+            response = await loop.run_in_executor(self.threads, context.run, self._respond, scope, body_file)
+            if not response.streaming:
+                await self.send_response(response, send)  # closed already, in its thread
+                return
+            try:
+                async with asyncio.TaskGroup() as group:  # a follower hanging up ends its stream
+                    listener = group.create_task(self.listen_for_disconnect(body))
+                    await self.send_response(response, send)
+                    listener.cancel()
+            except* RequestAborted:
+                pass
+            finally:
+                await loop.run_in_executor(self.threads, response.close)
 
-        await super().handle(scope, body, send_closing_if_refused)
+    def _respond(self, scope, body_file):
+        """The request, start to end, as the WSGI handler serves it; a stream's content is left
+        to the event loop, with this thread's connections given back first."""
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, response = self.create_request(scope, body_file)
+        if request is not None:
+            response = self.sync_chain.get_response(request)
+        response._handler_class = self.__class__
+        if response.streaming:
+            connections.close_all()
+        else:
+            response.close()
+        return response
 
     async def read_body(self, receive):
         body_file = await super().read_body(receive)
@@ -111,11 +184,20 @@ class ProjectASGIHandler(ASGIHandler):
             request.META["CONTENT_LENGTH"] = str(body_file.received_bytes)
         return request, error_response
 
-    async def send_response(self, response, send):
+    async def run_get_response(self, request):  # the async path
+        response = await super().run_get_response(request)
         if response.streaming:
             await sync_to_async(connections.close_all)()  # in the request's thread, whose connections they are
-            context = SyncToAsync.thread_sensitive_context.get(None)
-            executor = SyncToAsync.context_to_thread_executor.pop(context, None) if context else None
-            if executor is not None:
-                executor.shutdown(wait=False)  # its thread ends; a later sync call gets a new one
-        await super().send_response(response, send)
+            end_request_thread()
+        return response
+
+
+def end_request_thread() -> None:
+    """End the thread Django keeps for an async request's synchronous parts until its response
+    ends (asgiref's ThreadSensitiveContext), its connections given back already: before a long
+    wait on the event loop, so that a waiting request holds no idle thread. A later synchronous
+    part gets a new one."""
+    context = SyncToAsync.thread_sensitive_context.get(None)
+    executor = SyncToAsync.context_to_thread_executor.pop(context, None) if context else None
+    if executor is not None:
+        executor.shutdown(wait=False)

@@ -1,9 +1,28 @@
+"""The project's middleware, every one usable in both of Django's modes.
+
+An async view (a process call, which waits for its answer) runs behind the same stack as every
+other view. Django runs a synchronous-only middleware in a thread, and with it everything inside
+it, the waiting view included; a ``MiddlewareMixin`` in async mode hops to a thread and back for
+each hook. ``OnLoopMixin`` runs the hooks of a middleware that does no I/O on the event loop
+instead; Django's own middleware are listed in settings through the subclasses below.
+"""
+
 import logging
 import re
 import time
 import uuid
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
+from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware as DjangoMessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware as DjangoSessionMiddleware
+from django.middleware.clickjacking import XFrameOptionsMiddleware as DjangoXFrameOptionsMiddleware
+from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
+from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
+from django.middleware.security import SecurityMiddleware as DjangoSecurityMiddleware
+from django.utils.deprecation import MiddlewareMixin
+from whitenoise.middleware import WhiteNoiseMiddleware as BaseWhiteNoiseMiddleware
 
 from pipeline_project.core.errors import error_shape, json_error, status_error
 from pipeline_project.core.views import bad_request
@@ -14,40 +33,118 @@ _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _QUIET_PATHS = frozenset({"/health"})
 
 
-class RequestIdMiddleware:
-    """Give every request an id (the caller's X-Request-ID if sane), log one access line."""
+class OnLoopMixin(MiddlewareMixin):
+    """In an async request, the hooks run on the event loop: only for hooks that do no I/O (a
+    response that ``needs_thread`` is finished in one, as Django would)."""
 
     def __init__(self, get_response):
-        self.get_response = get_response
+        super().__init__(get_response)
+        if self.async_mode and hasattr(self, "process_view"):
+            process_view = self.process_view
+
+            async def process_view_on_loop(*args):  # Django would adapt a synchronous one with a hop
+                return process_view(*args)
+
+            self.process_view = process_view_on_loop
+
+    def needs_thread(self, request) -> bool:
+        return False
+
+    async def __acall__(self, request):
+        response = self.process_request(request) if hasattr(self, "process_request") else None
+        response = response or await self.get_response(request)
+        if not hasattr(self, "process_response"):
+            return response
+        if self.needs_thread(request):
+            return await sync_to_async(self.process_response)(request, response)
+        return self.process_response(request, response)
+
+
+class SecurityMiddleware(OnLoopMixin, DjangoSecurityMiddleware):
+    pass
+
+
+class XFrameOptionsMiddleware(OnLoopMixin, DjangoXFrameOptionsMiddleware):
+    pass
+
+
+class SessionMiddleware(OnLoopMixin, DjangoSessionMiddleware):
+    def needs_thread(self, request) -> bool:  # the session is saved
+        session = getattr(request, "session", None)
+        return session is not None and (session.modified or settings.SESSION_SAVE_EVERY_REQUEST)
+
+
+class CommonMiddleware(OnLoopMixin, DjangoCommonMiddleware):
+    pass
+
+
+class CsrfViewMiddleware(OnLoopMixin, DjangoCsrfViewMiddleware):
+    """(The token is kept in a cookie: CSRF_USE_SESSIONS would read the session.)"""
+
+
+class AuthenticationMiddleware(OnLoopMixin, DjangoAuthenticationMiddleware):
+    """(It only sets ``request.user`` up, read when first used.)"""
+
+
+class MessageMiddleware(OnLoopMixin, DjangoMessageMiddleware):
+    """(Messages are stored in a cookie or the session's data, saved by SessionMiddleware.)"""
+
+
+class WhiteNoiseMiddleware(BaseWhiteNoiseMiddleware):
+    """WhiteNoise, usable in async mode: a request for anything but a static file goes on on
+    the event loop; a static file is found and served in a thread (the file system)."""
+
+    sync_capable = async_capable = True
+
+    def __init__(self, get_response=None, settings=settings):
+        super().__init__(get_response, settings)
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
 
     def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self._serve_async(request)
+        return super().__call__(request)
+
+    async def _serve_async(self, request):
+        if self.autorefresh:
+            static_file = await sync_to_async(self.find_file)(request.path_info)
+        else:
+            static_file = self.files.get(request.path_info)
+        if static_file is not None:
+            return await sync_to_async(self.serve)(static_file, request)
+        return await self.get_response(request)
+
+
+class RequestIdMiddleware(OnLoopMixin):
+    """Give every request an id (the caller's X-Request-ID if sane), log one access line."""
+
+    def process_request(self, request):
         incoming = request.headers.get("X-Request-ID", "")
-        request_id = incoming if _VALID_REQUEST_ID.match(incoming) else uuid.uuid4().hex
-        request.request_id = request_id
-        reset = request_id_var.set(request_id)
-        started = time.perf_counter()
-        try:
-            response = self.get_response(request)
-            response["X-Request-ID"] = request_id
-            access_log.log(
-                logging.DEBUG if request.path in _QUIET_PATHS else logging.INFO,
-                "%s %s %s",
-                request.method,
-                request.path,
-                response.status_code,
-                extra={
-                    "method": request.method,
-                    "path": request.path,
-                    "status": response.status_code,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                },
-            )
-            return response
-        finally:
-            request_id_var.reset(reset)
+        request.request_id = incoming if _VALID_REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        request.request_id_reset = request_id_var.set(request.request_id)
+        request.started_at = time.perf_counter()
+
+    def process_response(self, request, response):
+        response["X-Request-ID"] = request.request_id
+        access_log.log(
+            logging.DEBUG if request.path in _QUIET_PATHS else logging.INFO,
+            "%s %s %s",
+            request.method,
+            request.path,
+            response.status_code,
+            extra={
+                "method": request.method,
+                "path": request.path,
+                "status": response.status_code,
+                "duration_ms": round((time.perf_counter() - request.started_at) * 1000, 2),
+            },
+        )
+        request_id_var.reset(request.request_id_reset)
+        return response
 
 
-class JSONErrorsMiddleware:
+class JSONErrorsMiddleware(OnLoopMixin):
     """On the API's paths, an error answered without a JSON body gets one in the path's shape.
 
     Django's error views cover raised errors; this covers the answers some part of the stack
@@ -56,11 +153,7 @@ class JSONErrorsMiddleware:
     stay. It sits inside every middleware that adds headers, so its answers get them too.
     """
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        response = self.get_response(request)
+    def process_response(self, request, response):
         if response.status_code < 400 or not error_shape(request.path) or _is_json(response):
             return response
         replacement = status_error(request.path, response.status_code, method=request.method)
@@ -76,7 +169,7 @@ def _is_json(response) -> bool:
     return response.get("Content-Type", "").split(";")[0].strip().lower() == "application/json"
 
 
-class BodySizeLimitMiddleware:
+class BodySizeLimitMiddleware(OnLoopMixin):
     """Refuse oversized bodies with 413 before any parser reads them.
 
     DRF reads request bodies as a stream, so Django's DATA_UPLOAD_MAX_MEMORY_SIZE does not
@@ -85,10 +178,7 @@ class BodySizeLimitMiddleware:
     answers every oversized body, under WSGI and ASGI alike.
     """
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
+    def process_request(self, request):
         if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower() and not request.META.get(
             "CONTENT_LENGTH"
         ):
@@ -110,10 +200,10 @@ class BodySizeLimitMiddleware:
                 "The request body is too large.",
                 {"max_bytes": settings.MAX_REQUEST_BODY_BYTES, "content_length": length},
             )
-        return self.get_response(request)
+        return None
 
 
-class RejectNulMiddleware:
+class RejectNulMiddleware(OnLoopMixin):
     """Refuse NUL characters in the path, the query string and form fields with a 400.
 
     PostgreSQL text cannot hold them: any of them reaching a filter, a search or a form
@@ -121,10 +211,7 @@ class RejectNulMiddleware:
     API's parser.
     """
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
+    def process_request(self, request):
         refused = sorted({key for key, value in self._fields(request) if "\x00" in key or "\x00" in value})
         if refused or "\x00" in request.path:
             return bad_request(
@@ -133,7 +220,7 @@ class RejectNulMiddleware:
                 message="NUL characters are not allowed in URLs or form fields.",
                 details={key.replace("\x00", "\\0"): ["Must not contain NUL characters."] for key in refused},
             )
-        return self.get_response(request)
+        return None
 
     @staticmethod
     def _fields(request):

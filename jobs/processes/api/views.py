@@ -3,7 +3,7 @@
 init, call and repair are async views (adrf): the task is put in the schedule in a thread,
 then the request waits for its end on the event loop (a NOTIFY through the process's
 notification hub, listened to before the task exists), holding no thread and no database
-connection while the processor runs.
+connection while the processor runs (the thread Django keeps for the request is ended first).
 """
 
 from adrf.views import APIView
@@ -15,6 +15,7 @@ from jobs.processes import selectors, services, waiting
 from jobs.processes.api import serializers as s
 from jobs.processes.models import Process
 from jobs.processes.types import PreparedTask
+from pipeline_project.core.asgi import end_request_thread
 from pipeline_project.core.schema import error_responses
 from pipeline_project.core.validation import validated
 from pipeline_project.databases import returning_connections
@@ -45,6 +46,7 @@ class ProcessTaskView(ProcessView):
         )
         async with waiting.task_waiter_async() as wait:
             task = await sync_to_async(returning_connections(self.prepare))(namespace, process_id, task_request)
+            end_request_thread()
             ended = await wait(task)
         return Response(s.ResponseSerializer({"response": services.task_result(ended)}).data)
 
@@ -114,6 +116,7 @@ class ProcessGetView(ProcessView):
             namespace=namespace, process_id=process_id
         )
         if init is not None:  # wait for init to end, on the event loop
+            end_request_thread()
             await waiting.wait_for_task_async(init.task_id, timeout=init.timeout)
         found = await sync_to_async(selectors.process_get)(
             namespace=namespace, process_id=process_id, history_range=history_range, wait_for_init=False
