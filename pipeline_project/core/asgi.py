@@ -5,7 +5,8 @@
   response) runs in one thread of a bounded pool (``WEB_THREADS``), one hop from the event
   loop and back. Django's own async path would run each synchronous middleware behind its own
   hop and start a thread per request. An async view (process calls) is served by Django's
-  async path, waiting on the event loop.
+  async path, waiting on the event loop: its middleware run on the loop (core.middleware), its
+  synchronous parts in the same pool, each giving its connections back as it ends.
 - Lifespan: the process's notification hub and async pool open at startup, close at shutdown.
 - Bodies: Django reads the whole body before any middleware runs. A body whose declared
   Content-Length is past ``MAX_REQUEST_BODY_BYTES`` is not read at all, and one sent without a
@@ -15,8 +16,8 @@
   under WSGI. A body read whole gets the ``CONTENT_LENGTH`` it was read with (DRF reads a
   body without one as empty).
 - Streams: a streaming response gives back, before it starts, the database connections and
-  the thread its request used, so a follower of a stream holds neither an idle thread nor a
-  pooled connection for as long as it listens: the stream itself is sent from the event loop.
+  the thread its request used, so a follower of a stream holds neither a thread nor a pooled
+  connection for as long as it listens: the stream itself is sent from the event loop.
 """
 
 import asyncio
@@ -24,7 +25,7 @@ import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 
-from asgiref.sync import SyncToAsync, iscoroutinefunction, sync_to_async
+from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction
 from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
@@ -105,7 +106,9 @@ class ProjectASGIHandler(ASGIHandler):
         body = BoundedBody(receive, declared_length=declared_length(scope), limit=settings.MAX_REQUEST_BODY_BYTES)
         send = closing_if_refused(send, body)
         if self._is_async_route(scope):
-            await super().__call__(scope, body, send)
+            # Its synchronous parts run in the same pool, not in a thread started per request.
+            async with ThreadSensitiveContext(executor=self.threads):
+                await super().__call__(scope, body, send)
         else:
             await self.handle_in_thread(scope, body, send)
 
@@ -183,21 +186,3 @@ class ProjectASGIHandler(ASGIHandler):
         if request is not None and "CONTENT_LENGTH" not in request.META:  # a chunked body
             request.META["CONTENT_LENGTH"] = str(body_file.received_bytes)
         return request, error_response
-
-    async def run_get_response(self, request):  # the async path
-        response = await super().run_get_response(request)
-        if response.streaming:
-            await sync_to_async(connections.close_all)()  # in the request's thread, whose connections they are
-            end_request_thread()
-        return response
-
-
-def end_request_thread() -> None:
-    """End the thread Django keeps for an async request's synchronous parts until its response
-    ends (asgiref's ThreadSensitiveContext), its connections given back already: before a long
-    wait on the event loop, so that a waiting request holds no idle thread. A later synchronous
-    part gets a new one."""
-    context = SyncToAsync.thread_sensitive_context.get(None)
-    executor = SyncToAsync.context_to_thread_executor.pop(context, None) if context else None
-    if executor is not None:
-        executor.shutdown(wait=False)

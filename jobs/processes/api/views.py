@@ -3,7 +3,7 @@
 init, call and repair are async views (adrf): the task is put in the schedule in a thread,
 then the request waits for its end on the event loop (a NOTIFY through the process's
 notification hub, listened to before the task exists), holding no thread and no database
-connection while the processor runs (the thread Django keeps for the request is ended first).
+connection while the processor runs.
 """
 
 from adrf.views import APIView
@@ -15,7 +15,6 @@ from jobs.processes import selectors, services, waiting
 from jobs.processes.api import serializers as s
 from jobs.processes.models import Process
 from jobs.processes.types import PreparedTask
-from pipeline_project.core.asgi import end_request_thread
 from pipeline_project.core.schema import error_responses
 from pipeline_project.core.validation import validated
 from pipeline_project.databases import returning_connections
@@ -23,6 +22,11 @@ from pipeline_project.databases import returning_connections
 
 class ProcessView(APIView):
     permission_model = Process
+
+    def initial(self, request, *args, **kwargs):
+        # Authentication reads the token: an async view's synchronous parts each give their
+        # connections back (they run in the web worker's pool of threads, not a thread of their own).
+        returning_connections(super().initial)(request, *args, **kwargs)
 
 
 class ProcessTaskView(ProcessView):
@@ -46,7 +50,6 @@ class ProcessTaskView(ProcessView):
         )
         async with waiting.task_waiter_async() as wait:
             task = await sync_to_async(returning_connections(self.prepare))(namespace, process_id, task_request)
-            end_request_thread()
             ended = await wait(task)
         return Response(s.ResponseSerializer({"response": services.task_result(ended)}).data)
 
@@ -116,9 +119,8 @@ class ProcessGetView(ProcessView):
             namespace=namespace, process_id=process_id
         )
         if init is not None:  # wait for init to end, on the event loop
-            end_request_thread()
             await waiting.wait_for_task_async(init.task_id, timeout=init.timeout)
-        found = await sync_to_async(selectors.process_get)(
+        found = await sync_to_async(returning_connections(selectors.process_get))(
             namespace=namespace, process_id=process_id, history_range=history_range, wait_for_init=False
         )
         return Response(s.ProcessSerializer(found).data)
@@ -132,7 +134,7 @@ class ProcessGetView(ProcessView):
     )
     async def put(self, request, namespace, process_id):
         body = validated(s.PutSerializer, request.data)
-        await sync_to_async(services.process_put)(
+        await sync_to_async(returning_connections(services.process_put))(
             namespace=namespace, process_id=process_id, process=body["process"], action=body["action"]
         )
         return Response({"response": "ok"}, status=201)
