@@ -89,10 +89,22 @@ def declared_length(scope) -> int | None:
     return None
 
 
+class ResolvedOnceHandler(BaseHandler):
+    """The synchronous middleware chain, taking the route the ASGI handler resolved already (to
+    choose between the two paths) instead of resolving the path again."""
+
+    def resolve_request(self, request):
+        path, match = request.scope.get("resolved", (None, None))
+        if path != request.path_info or hasattr(request, "urlconf"):  # a middleware chose another urlconf
+            return super().resolve_request(request)
+        request.resolver_match = match
+        return match
+
+
 class ProjectASGIHandler(ASGIHandler):
     def __init__(self):
         super().__init__()
-        self.sync_chain = BaseHandler()
+        self.sync_chain = ResolvedOnceHandler()
         self.sync_chain.load_middleware(is_async=False)
         self.threads = ThreadPoolExecutor(settings.WEB_THREADS, thread_name_prefix="web")
 
@@ -132,9 +144,11 @@ class ProjectASGIHandler(ASGIHandler):
     def _is_async_route(scope) -> bool:
         path = scope["path"].removeprefix(scope.get("root_path", "")) or "/"
         try:
-            return iscoroutinefunction(get_resolver(settings.ROOT_URLCONF).resolve(path).func)
+            match = get_resolver(settings.ROOT_URLCONF).resolve(path)
         except Resolver404:
             return False
+        scope["resolved"] = (path, match)
+        return iscoroutinefunction(match.func)
 
     async def handle_in_thread(self, scope, body: BoundedBody, send) -> None:
         try:

@@ -5,6 +5,7 @@ against the deployed server.)"""
 
 import asyncio
 import json
+import threading
 
 import pytest
 
@@ -99,3 +100,20 @@ def test_a_body_within_the_limit_is_read_whole(length):
 
     assert status == 200 and json.loads(answer) == {"received": 3 * MiB}
     assert "connection" not in response_headers
+
+
+def test_a_synchronous_view_runs_in_the_pool_and_an_async_one_on_the_event_loop():
+    def thread_of(kind: str) -> dict:
+        status, _headers, answer = call(f"/api/test/thread/{kind}", [], SlowClient([b""], ends=True))
+        assert status == 200
+        return json.loads(answer)
+
+    loop_thread = threading.current_thread().name  # asyncio.run runs the loop in this thread
+
+    assert thread_of("sync")["view"].startswith("web")
+    assert thread_of("async") == {"view": loop_thread, "synchronous_part": AnyPoolThread()}
+
+
+class AnyPoolThread:
+    def __eq__(self, name) -> bool:
+        return name.startswith("web")

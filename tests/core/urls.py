@@ -1,7 +1,10 @@
 """A URLconf for the core tests: the project's routes, plus views that fail in every way a view
-can, under a JSON path of each shape (/api/, /sqlrs/) and an HTML one (/pages/), and one that
-says how much of a body it received."""
+can, under a JSON path of each shape (/api/, /sqlrs/) and an HTML one (/pages/), one that
+says how much of a body it received, and two that say which thread they ran in."""
 
+import threading
+
+from asgiref.sync import sync_to_async
 from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
 from django.http import Http404, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.urls import path
@@ -43,6 +46,17 @@ def body_length(request):
     return JsonResponse({"received": len(request.body)})
 
 
+@csrf_exempt
+def thread_of_sync_view(request):
+    return JsonResponse({"view": threading.current_thread().name})
+
+
+@csrf_exempt
+async def thread_of_async_view(request):
+    synchronous_part = await sync_to_async(lambda: threading.current_thread().name)()
+    return JsonResponse({"view": threading.current_thread().name, "synchronous_part": synchronous_part})
+
+
 def routes(prefix: str) -> list:
     return [
         path(f"{prefix}get-only", GetOnly.as_view()),
@@ -50,6 +64,8 @@ def routes(prefix: str) -> list:
         path(f"{prefix}html-error", html_error),
         path(f"{prefix}own-json-error", own_json_error),
         path(f"{prefix}body-length", body_length),
+        path(f"{prefix}thread/sync", thread_of_sync_view),
+        path(f"{prefix}thread/async", thread_of_async_view),
     ]
 
 
