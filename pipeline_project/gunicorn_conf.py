@@ -2,8 +2,9 @@
 
     gunicorn -c pipeline_project/gunicorn_conf.py pipeline_project.asgi:application
 
-Long-lived responses (event streams) wait on the event loop, not in a thread; ordinary
-(synchronous) views run in a thread each, taken from and given back to asgiref's pool.
+Long-lived responses (event streams, process calls) wait on the event loop, not in a thread;
+ordinary (synchronous) views run whole in one of the worker's WEB_THREADS threads, as under
+WSGI (pipeline_project/core/asgi.py).
 """
 
 import os
