@@ -173,7 +173,9 @@ NOTIFIED_OUTCOME_MAX_BYTES = 2000  # the listener remembers its latest notificat
 # blocked are unblocked), the task ended, and the notifications: the caller's (with the outcome,
 # when short enough to spare the caller a read), and the workers' (look now if a task of the
 # process waits, due, behind this one; and when new or unblocked timers fall due). Each task is
-# of another process (a process runs one task at a time); they are locked in id order.
+# of another process (a process runs one task at a time); they are locked in id order. The
+# tasks' and processes' ids also come as arrays, for their tables' rows to be found by their
+# primary keys: the planner takes a batch for 100 rows, and would scan dl_proc_tasks whole.
 _SUCCEEDED = """
 WITH b AS (
     SELECT * FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(
@@ -185,6 +187,7 @@ p AS (
     SELECT d.id, d.status, d.last_event_id, d.corrupted_by, (b.task_type = 'repair' OR d.status = 'init') AS to_running,
            b.task, b.events, b.keep_aux_state, b.aux_state, b.keep_metadata, b.metadata, b.action
     FROM dl_processes d JOIN b ON b.process = d.id
+    WHERE d.id = ANY (%(processes)s::bigint[])
     ORDER BY d.id FOR UPDATE OF d
 ),
 events AS (
@@ -202,7 +205,7 @@ updated AS (
         status = CASE WHEN p.to_running THEN 'running' ELSE d.status END,
         detail = CASE WHEN p.to_running THEN NULL ELSE d.detail END,
         corrupted_by = CASE WHEN p.to_running THEN NULL ELSE d.corrupted_by END
-    FROM p WHERE d.id = p.id
+    FROM p WHERE d.id = ANY (%(processes)s::bigint[]) AND d.id = p.id
 ),
 cancelled AS (
     DELETE FROM dl_proc_schedule s USING p
@@ -229,10 +232,10 @@ new_schedule AS (
     INSERT INTO dl_proc_schedule (task_id, process_pk, namespace, task_type, status, scheduled_time)
     SELECT task_id, process_pk, %(namespace)s, task_type, 'waiting', scheduled_time FROM new_timer
 ),
-unrun AS (DELETE FROM dl_proc_running r USING b WHERE r.task_id = b.task),
+unrun AS (DELETE FROM dl_proc_running WHERE task_id = ANY (%(tasks)s::bigint[])),
 ended AS (
     UPDATE dl_proc_tasks t SET status = 'finished', response = b.response, finished_time = now()
-    FROM b WHERE t.task_id = b.task
+    FROM b WHERE t.task_id = ANY (%(tasks)s::bigint[]) AND t.task_id = b.task
 )
 SELECT b.task, p.corrupted_by,
        pg_notify(%(done)s, b.task::text || coalesce((
@@ -285,6 +288,8 @@ def tasks_succeed(*, namespace: str, succeeded: list[tuple[ClaimedTask, Result]]
                     for task, result in succeeded
                 ]
             ),
+            "tasks": [task.task_id for task, _result in succeeded],
+            "processes": [task.process_pk for task, _result in succeeded],
             "namespace": namespace,
             "done": TASK_DONE_CHANNEL,
             "notified_max": NOTIFIED_OUTCOME_MAX_BYTES,
