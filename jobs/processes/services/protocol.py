@@ -3,6 +3,7 @@ calls before timers) and record how each ended (``task_complete``), in one trans
 every change it implies: events, the process's new state, the timer it set, the calls it
 unblocked, the retry or the error."""
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,7 @@ from django.utils import timezone
 from jobs.processes import registry
 from jobs.processes.models import TASK_DONE_CHANNEL, WORK_CHANNEL, Process, Task
 from jobs.processes.registry import ProcessView
-from jobs.processes.selectors import VIEW_COLUMNS, view_from
+from jobs.processes.selectors import VIEW_COLUMNS, process_history, view_from
 from jobs.processes.services._common import (
     cancel_scheduled,
     dumps,
@@ -34,7 +35,7 @@ class ClaimedTask:
     context: Any
     attempts_count: int
     last_retry_interval: float
-    view: ProcessView  # the process as its processor sees it, read with the claim
+    view: ProcessView  # the process as its processor sees it, read with the claim (its history when asked)
 
 
 CLAIM_WINDOW = 256
@@ -43,7 +44,8 @@ CLAIM_WINDOW = 256
 def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]:
     """Claim up to ``limit`` due tasks of a namespace, at most one per process, none of a
     process that runs one; a process's calls go before its timers. Each comes with its process
-    as its processor sees it: the history in the task's range, else the namespace's.
+    as its processor sees it; its history (in the task's range, else the namespace's) is read
+    when the processor first asks for it.
 
     Two workers that pick different tasks of one process at once both try to insert its
     ``dl_proc_running`` row; its primary key lets one win, and the other's statement fails
@@ -111,7 +113,12 @@ def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]
             sql.json_value(context),
             attempts,
             float(interval),
-            view=view_from(view),
+            view=view_from(
+                view,
+                read_history=functools.partial(
+                    process_history, process_pk=process_pk, history_range=sql.json_value(view[-1])
+                ),
+            ),
         )
         for task_id, process_pk, task_type, args, context, attempts, interval, *view in rows
     ]

@@ -1,6 +1,9 @@
-"""The worker protocol: successes of several processes recorded in one statement."""
+"""The worker protocol: a claimed task's history is read when asked; successes of several
+processes are recorded in one statement."""
 
 import psycopg
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from jobs.processes import services
 from jobs.processes.models import TASK_DONE_CHANNEL, Event, Process, Running, Schedule, Task
@@ -76,3 +79,14 @@ def test_successes_of_three_processes_are_one_statement_each_with_its_own_change
     assert (new_timer.task_type, new_timer.status) == ("timeout", "waiting")
     assert new_timer.task_id != old_timers[resets.id]
     assert not Schedule.objects.filter(process=unsets).exists()
+
+
+def test_a_claimed_tasks_history_is_read_once_when_its_processor_first_asks():
+    process = imported(timer=False)
+    services.process_task_prepare("call", namespace=NS, process_id=process.process_id)
+    [task] = services.tasks_claim(namespace=NS, limit=1, worker="me")
+
+    with CaptureQueriesContext(connection) as queries:
+        assert [event["payload"] for event in task.view.history] == ["put"]
+        assert task.view.history is task.view.history
+    assert len(queries) == 1
