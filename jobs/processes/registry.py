@@ -22,6 +22,7 @@ on to the timers the task sets). It returns a dict with any of:
 is an error result.
 """
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,7 +57,10 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class ProcessView:
-    """What a processor sees of its process."""
+    """What a processor sees of its process. Its ``history`` (the events in ``range``) is read
+    when the processor first asks for it: a processor that never does costs no history read,
+    the largest part of a task's work with a long history. It is what it was at the claim: only
+    the running task (this one) adds events to its process."""
 
     process_id: str
     namespace: str
@@ -64,9 +68,13 @@ class ProcessView:
     detail: str | None
     aux_state: Any
     metadata: Any
-    history: list[dict]
     last_event_id: int
-    range: dict = field(default_factory=dict)  # the range ``history`` was read in
+    range: dict = field(default_factory=dict)  # the range ``history`` is read in
+    read_history: Callable[[], list[dict]] = field(default=list, repr=False, compare=False)
+
+    @functools.cached_property
+    def history(self) -> list[dict]:
+        return self.read_history()
 
 
 @dataclass(frozen=True)

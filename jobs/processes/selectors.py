@@ -5,7 +5,9 @@ Every answer is one snapshot: one statement, or reads in one REPEATABLE READ tra
 (``snapshot``), so a change committed between two reads never shows half, and a process
 removed between them is a 404, not a crash."""
 
+import functools
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -26,13 +28,14 @@ from pipeline_project.core.snapshot import snapshot
 _EVENT_JSON = """json_build_object('event_id', e.event_id, 'task_id', e.task_id, 'timestamp', e.timestamp,
                                    'metadata', e.metadata, 'payload', e.payload)"""
 
-# The select-list of a process row ``p`` as a processor sees it: its fields and its history in
-# the range ``r.range`` (jsonb: see ``ranges``), built as json, not jsonb: it is only sent, and
-# jsonb would be built, sorted and printed again (a fifth of the server's time on a call of a
-# process with a long history). Each direction is its own index scan under a LIMIT; the one
-# the range does not ask for is skipped by its one-time filter.
-VIEW_COLUMNS = f"""
-    p.process_id, p.namespace, p.status, p.detail, p.aux_state, p.metadata, p.last_event_id, r.range,
+# The select-list of a process row ``p`` as a processor sees it, its history apart.
+VIEW_COLUMNS = "p.process_id, p.namespace, p.status, p.detail, p.aux_state, p.metadata, p.last_event_id, r.range"
+
+# The history of a process row ``p`` in the range ``r.range`` (jsonb: see ``ranges``), built as
+# json, not jsonb: it is only sent, and jsonb would be built, sorted and printed again. Each
+# direction is its own index scan under a LIMIT; the one the range does not ask for is skipped
+# by its one-time filter.
+HISTORY_COLUMN = f"""
     (SELECT coalesce(json_agg({_EVENT_JSON}
                               ORDER BY CASE WHEN r.range ->> 'direction' = 'backward' THEN -e.event_id
                                             ELSE e.event_id END), '[]'::json)
@@ -48,9 +51,9 @@ VIEW_COLUMNS = f"""
 """
 
 
-def view_from(columns: tuple) -> ProcessView:
-    """A ProcessView from the columns :data:`VIEW_COLUMNS` reads."""
-    process_id, namespace, status, detail, aux_state, metadata, last_event_id, history_range, events = columns
+def view_from(columns: tuple, *, read_history: Callable[[], list[dict]]) -> ProcessView:
+    """A ProcessView from the columns :data:`VIEW_COLUMNS` reads; ``read_history`` gives its history."""
+    process_id, namespace, status, detail, aux_state, metadata, last_event_id, history_range = columns
     return ProcessView(
         process_id=process_id,
         namespace=namespace,
@@ -58,10 +61,22 @@ def view_from(columns: tuple) -> ProcessView:
         detail=detail,
         aux_state=sql.json_value(aux_state),
         metadata=sql.json_value(metadata),
-        history=sql.json_value(events),
         last_event_id=last_event_id,
         range=sql.json_value(history_range),
+        read_history=read_history,
     )
+
+
+_HISTORY = f"""
+SELECT {HISTORY_COLUMN} FROM dl_processes p CROSS JOIN (SELECT %(range)s::jsonb AS range) AS r WHERE p.id = %(process)s
+"""
+
+
+def process_history(*, process_pk: int, history_range: dict) -> list[dict]:
+    """A process's events in ``history_range`` (as a claimed task's processor reads them: see
+    ``ProcessView``); none if the process is gone."""
+    rows = sql.rows(_HISTORY, {"range": json.dumps(history_range), "process": process_pk})
+    return sql.json_value(rows[0][0]) if rows else []
 
 
 _INIT_IN_PROGRESS = """
@@ -82,7 +97,7 @@ def init_in_progress(*, namespace: str, process_id: str) -> PreparedTask | None:
 
 
 _PROCESS_GET = f"""
-SELECT p.previous_status, p.status_changed_at, p.corrupted_by, {VIEW_COLUMNS}
+SELECT p.previous_status, p.status_changed_at, p.corrupted_by, {VIEW_COLUMNS}, {HISTORY_COLUMN}
 FROM dl_processes p CROSS JOIN (SELECT %(range)s::jsonb AS range) AS r
 WHERE p.namespace = %(namespace)s AND p.process_id = %(process_id)s
 """
@@ -103,8 +118,8 @@ def process_get(
     )
     if not rows:
         raise _process_not_found()
-    previous_status, status_changed_at, corrupted_by, *columns = rows[0]
-    view = view_from(columns)
+    previous_status, status_changed_at, corrupted_by, *columns, events = rows[0]
+    view = view_from(columns, read_history=functools.partial(sql.json_value, events))
     return {
         "namespace": view.namespace,
         "process_id": view.process_id,

@@ -3,9 +3,13 @@
 For each namespace served, a lane of ``concurrency`` threads: the control loop claims due
 tasks into free slots (woken by NOTIFY on ``dl_proc_work`` when a task is scheduled, and by
 its own timer for the next scheduled time, never by a fixed-interval scan); a handler thread
-runs the processor and records the result in one transaction, then tells the loop.
+runs the processor and records the result, then tells the loop. Successes are recorded by
+group commit: those that end while another is being written go in the next statement
+together (one transaction, one commit for many: the commit of a NOTIFY holds a server-wide
+lock).
 """
 
+import functools
 import logging
 import time
 from collections import deque
@@ -15,6 +19,7 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from jobs.processes import metrics, registry, selectors, services
+from jobs.processes.group_commit import GroupCommit
 from jobs.processes.models import WORK_CHANNEL
 from jobs.runtime.database import DATABASE_ERRORS, error_extra, use_generic_plans
 from jobs.runtime.lanes import Lane
@@ -58,6 +63,7 @@ class NamespaceSource:
             )
             for name, concurrency in namespaces.items()
         }
+        self.successes = {name: GroupCommit(functools.partial(_successes_write, name)) for name in namespaces}
         self.runtime: Runtime | None = None
         self._may_have_work = dict.fromkeys(namespaces, True)
         self._next_due: dict[str, float | None] = dict.fromkeys(namespaces)
@@ -160,9 +166,6 @@ class NamespaceSource:
     # --- handler threads ----------------------------------------------------------------
 
     def _execute(self, run: TaskRun) -> None:
-        # Generic plans for the completion statement (planning it is most of its cost); commits
-        # stay synchronous: a completion lost in a crash would leave a zombie, not a re-run.
-        use_generic_plans()
         task, definition = run.task, run.namespace
         if task.task_type == "remove":
             started = time.perf_counter()
@@ -178,10 +181,20 @@ class NamespaceSource:
             (time.perf_counter() - started) * 1000
         )
         started = time.perf_counter()
-        completion = services.task_complete(task=task, namespace=definition.name, outcome=outcome)
+        completion = self._complete(task, definition.name, outcome)
         metrics.TASK_COMPLETION.labels(namespace=definition.name, completion_type=completion).observe(
             (time.perf_counter() - started) * 1000
         )
+
+    def _complete(self, task: services.ClaimedTask, namespace: str, outcome: services.Result | str) -> str:
+        if isinstance(outcome, services.Result) and outcome.action != "remove":
+            try:
+                self.successes[namespace].add((task, outcome))
+                return services.completion_type(outcome)
+            except DATABASE_ERRORS:
+                pass  # the whole group was refused: this task is written alone, and fails alone
+        use_generic_plans()  # as for successes
+        return services.task_complete(task=task, namespace=namespace, outcome=outcome)
 
     def _crashed(self, run: TaskRun, exc: BaseException) -> None:
         """The processor raised BaseException or recording failed: record it as the task's error."""
@@ -203,3 +216,10 @@ class NamespaceSource:
             due_at = time.monotonic() + max(0.0, (soonest - timezone.now()).total_seconds())
             current = self._next_due[name]
             self._next_due[name] = due_at if current is None else min(current, due_at)
+
+
+def _successes_write(namespace: str, succeeded: list) -> None:
+    # Generic plans for the completion statements (planning them is most of their cost); commits
+    # stay synchronous: a completion lost in a crash would leave a zombie, not a re-run.
+    use_generic_plans()
+    services.tasks_succeed(namespace=namespace, succeeded=succeeded)

@@ -23,10 +23,12 @@ from jobs.processes.services.parsing import Result, result_parse
 from jobs.processes.services.protocol import (
     NOTIFIED_OUTCOME_MAX_BYTES,
     ClaimedTask,
+    completion_type,
     is_running_race,
     task_complete,
     task_remove_process,
     tasks_claim,
+    tasks_succeed,
 )
 from jobs.processes.types import PreparedTask, StepTimeoutError
 
@@ -38,6 +40,7 @@ __all__ = [
     "Result",
     "StepTimeoutError",
     "TaskRequest",
+    "completion_type",
     "is_running_race",
     "process_call",
     "process_init",
@@ -51,5 +54,6 @@ __all__ = [
     "task_remove_process",
     "task_result",
     "tasks_claim",
+    "tasks_succeed",
     "zombies_collect",
 ]

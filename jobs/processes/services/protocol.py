@@ -3,6 +3,7 @@ calls before timers) and record how each ended (``task_complete``), in one trans
 every change it implies: events, the process's new state, the timer it set, the calls it
 unblocked, the retry or the error."""
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,7 @@ from django.utils import timezone
 from jobs.processes import registry
 from jobs.processes.models import TASK_DONE_CHANNEL, WORK_CHANNEL, Process, Task
 from jobs.processes.registry import ProcessView
-from jobs.processes.selectors import VIEW_COLUMNS, view_from
+from jobs.processes.selectors import VIEW_COLUMNS, process_history, view_from
 from jobs.processes.services._common import (
     cancel_scheduled,
     dumps,
@@ -34,7 +35,7 @@ class ClaimedTask:
     context: Any
     attempts_count: int
     last_retry_interval: float
-    view: ProcessView  # the process as its processor sees it, read with the claim
+    view: ProcessView  # the process as its processor sees it, read with the claim (its history when asked)
 
 
 CLAIM_WINDOW = 256
@@ -43,7 +44,8 @@ CLAIM_WINDOW = 256
 def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]:
     """Claim up to ``limit`` due tasks of a namespace, at most one per process, none of a
     process that runs one; a process's calls go before its timers. Each comes with its process
-    as its processor sees it: the history in the task's range, else the namespace's.
+    as its processor sees it; its history (in the task's range, else the namespace's) is read
+    when the processor first asks for it.
 
     Two workers that pick different tasks of one process at once both try to insert its
     ``dl_proc_running`` row; its primary key lets one win, and the other's statement fails
@@ -111,7 +113,12 @@ def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]
             sql.json_value(context),
             attempts,
             float(interval),
-            view=view_from(view),
+            view=view_from(
+                view,
+                read_history=functools.partial(
+                    process_history, process_pk=process_pk, history_range=sql.json_value(view[-1])
+                ),
+            ),
         )
         for task_id, process_pk, task_type, args, context, attempts, interval, *view in rows
     ]
@@ -127,12 +134,8 @@ def task_complete(*, task: ClaimedTask, namespace: str, outcome: Result | str) -
     process removed), ``complete_and_unlock`` (no action: blocked timers unblocked) or
     ``complete_and_error``."""
     if isinstance(outcome, Result) and outcome.action != "remove":
-        _succeeded(task, namespace, outcome)
-        return (
-            "complete_and_continue"
-            if outcome.action == "set_timer"
-            else ("complete_and_suspend" if outcome.action == "unset_timer" else "complete_and_unlock")
-        )
+        tasks_succeed(namespace=namespace, succeeded=[(task, outcome)])
+        return completion_type(outcome)
     with transaction.atomic():
         process = Process.objects.select_for_update().filter(id=task.process_pk).first()
         if process is None:
@@ -170,38 +173,50 @@ def task_remove_process(*, task: ClaimedTask, namespace: str) -> None:
 
 NOTIFIED_OUTCOME_MAX_BYTES = 2000  # the listener remembers its latest notifications: keep them small
 
-# A task that succeeded, in one statement (the hot path of every call): its events, the
-# process's new state, the timer change its action asks for (set: the earlier timers are
-# cancelled and a new one scheduled; unset: cancelled; none: the timers a call blocked are
-# unblocked), the task ended, and the notifications: the caller's (with the outcome, when
-# short enough to spare the caller a read), and the workers' (look
-# now if a task of the process waits, due, behind this one; and when new or unblocked timers fall due).
+# Tasks of one namespace that succeeded, in one statement (the hot path of every call; a worker
+# writes the successes that end while its last write runs together: see ``source``): for each,
+# its events, the process's new state, the timer change its action asks for (set: the earlier
+# timers are cancelled and a new one scheduled; unset: cancelled; none: the timers a call
+# blocked are unblocked), the task ended, and the notifications: the caller's (with the outcome,
+# when short enough to spare the caller a read), and the workers' (look now if a task of the
+# process waits, due, behind this one; and when new or unblocked timers fall due). Each task is
+# of another process (a process runs one task at a time); they are locked in id order. The
+# tasks' and processes' ids also come as arrays, for their tables' rows to be found by their
+# primary keys: the planner takes a batch for 100 rows, and would scan dl_proc_tasks whole.
 _SUCCEEDED = """
-WITH p AS (
-    SELECT id, status, last_event_id, corrupted_by,
-           (%(task_type)s = 'repair' OR status = 'init') AS to_running
-    FROM dl_processes WHERE id = %(process)s FOR UPDATE
+WITH b AS (
+    SELECT * FROM jsonb_to_recordset(%(batch)s::jsonb) AS b(
+        task bigint, process bigint, task_type text, events jsonb, keep_aux_state boolean, aux_state jsonb,
+        keep_metadata boolean, metadata jsonb, action text, timer_type text, timer_at timestamptz, context jsonb,
+        response jsonb)
+),
+p AS (
+    SELECT d.id, d.status, d.last_event_id, d.corrupted_by, (b.task_type = 'repair' OR d.status = 'init') AS to_running,
+           b.task, b.events, b.keep_aux_state, b.aux_state, b.keep_metadata, b.metadata, b.action
+    FROM dl_processes d JOIN b ON b.process = d.id
+    WHERE d.id = ANY (%(processes)s::bigint[])
+    ORDER BY d.id FOR UPDATE OF d
 ),
 events AS (
     INSERT INTO dl_proc_events (process_pk, task_id, event_id, timestamp, payload, metadata)
-    SELECT p.id, %(task)s, p.last_event_id + x.n, now(), x.e -> 'payload', x.e -> 'metadata'
-    FROM p, jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS x(e, n)
+    SELECT p.id, p.task, p.last_event_id + x.n, now(), x.e -> 'payload', x.e -> 'metadata'
+    FROM p, jsonb_array_elements(p.events) WITH ORDINALITY AS x(e, n)
 ),
 updated AS (
     UPDATE dl_processes d SET
-        aux_state = CASE WHEN %(keep_aux_state)s THEN d.aux_state ELSE %(aux_state)s::jsonb END,
-        metadata = CASE WHEN %(keep_metadata)s THEN d.metadata ELSE %(metadata)s::jsonb END,
-        last_event_id = d.last_event_id + %(event_count)s,
+        aux_state = CASE WHEN p.keep_aux_state THEN d.aux_state ELSE p.aux_state END,
+        metadata = CASE WHEN p.keep_metadata THEN d.metadata ELSE p.metadata END,
+        last_event_id = d.last_event_id + jsonb_array_length(p.events),
         previous_status = CASE WHEN p.to_running AND d.status <> 'running' THEN d.status ELSE d.previous_status END,
         status_changed_at = CASE WHEN p.to_running AND d.status <> 'running' THEN now() ELSE d.status_changed_at END,
         status = CASE WHEN p.to_running THEN 'running' ELSE d.status END,
         detail = CASE WHEN p.to_running THEN NULL ELSE d.detail END,
         corrupted_by = CASE WHEN p.to_running THEN NULL ELSE d.corrupted_by END
-    FROM p WHERE d.id = p.id
+    FROM p WHERE d.id = ANY (%(processes)s::bigint[]) AND d.id = p.id
 ),
 cancelled AS (
     DELETE FROM dl_proc_schedule s USING p
-    WHERE %(action)s IN ('set_timer', 'unset_timer') AND s.process_pk = p.id AND s.task_type IN ('timeout', 'remove')
+    WHERE p.action IN ('set_timer', 'unset_timer') AND s.process_pk = p.id AND s.task_type IN ('timeout', 'remove')
     RETURNING s.task_id
 ),
 cancelled_tasks AS (
@@ -209,72 +224,98 @@ cancelled_tasks AS (
 ),
 unblocked AS (
     UPDATE dl_proc_schedule s SET status = 'waiting' FROM p
-    WHERE %(action)s = 'none' AND s.process_pk = p.id AND s.status = 'blocked'
-    RETURNING s.task_id, s.scheduled_time
+    WHERE p.action = 'none' AND s.process_pk = p.id AND s.status = 'blocked'
+    RETURNING s.task_id, s.process_pk, s.scheduled_time
 ),
 unblocked_tasks AS (UPDATE dl_proc_tasks t SET status = 'waiting' FROM unblocked u WHERE t.task_id = u.task_id),
 new_timer AS (
     INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, context, last_retry_interval,
                                attempts_count)
-    SELECT p.id, %(timer_type)s, 'waiting', %(timer_at)s, %(context)s::jsonb, 0, 0 FROM p WHERE %(action)s = 'set_timer'
+    SELECT b.process, b.timer_type, 'waiting', b.timer_at, b.context, 0, 0
+    FROM b JOIN p ON p.id = b.process WHERE b.action = 'set_timer'
     RETURNING task_id, process_pk, task_type, scheduled_time
 ),
 new_schedule AS (
     INSERT INTO dl_proc_schedule (task_id, process_pk, namespace, task_type, status, scheduled_time)
     SELECT task_id, process_pk, %(namespace)s, task_type, 'waiting', scheduled_time FROM new_timer
 ),
-unrun AS (DELETE FROM dl_proc_running WHERE task_id = %(task)s),
+unrun AS (DELETE FROM dl_proc_running WHERE task_id = ANY (%(tasks)s::bigint[])),
 ended AS (
-    UPDATE dl_proc_tasks SET status = 'finished', response = %(response)s::jsonb, finished_time = now()
-    WHERE task_id = %(task)s
+    UPDATE dl_proc_tasks t SET status = 'finished', response = b.response, finished_time = now()
+    FROM b WHERE t.task_id = ANY (%(tasks)s::bigint[]) AND t.task_id = b.task
 )
-SELECT (SELECT corrupted_by FROM p),
-       pg_notify(%(done)s, %(task)s::text || coalesce((
-           SELECT E'\n' || o.outcome FROM p, LATERAL (
-               SELECT jsonb_build_array('finished', %(response)s::jsonb,
+SELECT b.task, p.corrupted_by,
+       pg_notify(%(done)s, b.task::text || coalesce((
+           SELECT E'\n' || o.outcome FROM (
+               SELECT jsonb_build_array('finished', b.response,
                                         CASE WHEN p.to_running THEN 'running' ELSE p.status END)::text AS outcome
-           ) AS o WHERE octet_length(o.outcome) <= %(notified_max)s), '')),
+           ) AS o WHERE p.id IS NOT NULL AND octet_length(o.outcome) <= %(notified_max)s), '')),
        (SELECT pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM now()))
-        WHERE EXISTS (SELECT 1 FROM dl_proc_schedule WHERE process_pk = %(process)s AND status = 'waiting'
-                      AND scheduled_time <= now())),
+        WHERE EXISTS (SELECT 1 FROM dl_proc_schedule s WHERE s.process_pk = b.process AND s.status = 'waiting'
+                      AND s.scheduled_time <= now())),
        (SELECT pg_notify(%(work)s, %(namespace)s || '@' || extract(epoch FROM min(due)))
-        FROM (SELECT scheduled_time AS due FROM new_timer UNION ALL SELECT scheduled_time FROM unblocked) AS timers
+        FROM (SELECT scheduled_time AS due FROM new_timer WHERE process_pk = b.process
+              UNION ALL SELECT scheduled_time FROM unblocked WHERE process_pk = b.process) AS timers
         HAVING count(*) > 0)
+FROM b LEFT JOIN p ON p.task = b.task
 """
 
 
-def _succeeded(task: ClaimedTask, namespace: str, result: Result) -> None:
+def completion_type(result: Result) -> str:
+    """Progressor's completion type of a success (see ``task_complete``)."""
+    if result.action == "set_timer":
+        return "complete_and_continue"
+    return "complete_and_suspend" if result.action == "unset_timer" else "complete_and_unlock"
+
+
+def tasks_succeed(*, namespace: str, succeeded: list[tuple[ClaimedTask, Result]]) -> None:
+    """Record the successes of tasks of ``namespace`` (none with the remove action), each of
+    another process, in one statement; a repair that ends the error a timeout caused runs that
+    timeout again."""
     rows = sql.rows(
         _SUCCEEDED,
         {
-            "process": task.process_pk,
-            "task": task.task_id,
-            "task_type": task.task_type,
-            "events": dumps(result.events),
-            "event_count": len(result.events),
-            "keep_aux_state": result.keep_aux_state,
-            "aux_state": dumps(result.aux_state),
-            "keep_metadata": result.keep_metadata,
-            "metadata": dumps(result.metadata),
-            "action": result.action or "none",
-            "timer_type": "remove" if result.timer_removes else "timeout",
-            "timer_at": result.timer_at,
-            "context": dumps(task.context),  # the timer carries the task's context on, as in progressor
-            "response": dumps(result.response),
+            "batch": dumps(
+                [
+                    {
+                        "task": task.task_id,
+                        "process": task.process_pk,
+                        "task_type": task.task_type,
+                        "events": result.events,
+                        "keep_aux_state": result.keep_aux_state,
+                        "aux_state": result.aux_state,
+                        "keep_metadata": result.keep_metadata,
+                        "metadata": result.metadata,
+                        "action": result.action or "none",
+                        "timer_type": "remove" if result.timer_removes else "timeout",
+                        "timer_at": result.timer_at.isoformat() if result.timer_at else None,
+                        "context": task.context,  # the timer carries the task's context on, as in progressor
+                        "response": result.response,
+                    }
+                    for task, result in succeeded
+                ]
+            ),
+            "tasks": [task.task_id for task, _result in succeeded],
+            "processes": [task.process_pk for task, _result in succeeded],
             "namespace": namespace,
             "done": TASK_DONE_CHANNEL,
             "notified_max": NOTIFIED_OUTCOME_MAX_BYTES,
             "work": WORK_CHANNEL,
         },
     )
-    corrupting = rows[0][0] if rows else None
-    if task.task_type == "repair" and corrupting and result.action != "set_timer":
-        # A repaired timeout runs again, with its args and context.
-        with transaction.atomic():
-            timeout = Task.objects.filter(task_id=corrupting, task_type="timeout").first()
-            process = Process.objects.filter(id=task.process_pk).first()
-            if timeout is not None and process is not None:
-                schedule_task(process, "timeout", args=timeout.args, context=timeout.context, at=timezone.now())
+    corrupting = {task_id: corrupted_by for task_id, corrupted_by, *_notified in rows}
+    for task, result in succeeded:
+        if task.task_type == "repair" and corrupting.get(task.task_id) and result.action != "set_timer":
+            _timeout_rerun(task, corrupting[task.task_id])
+
+
+def _timeout_rerun(task: ClaimedTask, corrupting: int) -> None:
+    """A repaired timeout runs again, with its args and context."""
+    with transaction.atomic():
+        timeout = Task.objects.filter(task_id=corrupting, task_type="timeout").first()
+        process = Process.objects.filter(id=task.process_pk).first()
+        if timeout is not None and process is not None:
+            schedule_task(process, "timeout", args=timeout.args, context=timeout.context, at=timezone.now())
 
 
 def _failed(process: Process, task: ClaimedTask, reason: str, definition: registry.Namespace | None) -> None:
