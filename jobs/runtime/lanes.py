@@ -3,8 +3,8 @@
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from queue import SimpleQueue
 from typing import Generic, TypeVar
 
 from pipeline_project.databases import release_connections
@@ -28,6 +28,11 @@ class Lane(Generic[Run, Outcome]):
     the outcome ``crashed(run, exc)``, so every run ends with an outcome and no slot is lost.
     ``report(run, outcome)`` then hands the outcome on and may return the next run for the
     same slot (it then runs at once, on this thread, without a hop through the control loop).
+
+    Waking a thread costs a context switch, so a submitted run wakes one only when no thread is
+    already on its way to the queue; a thread that takes a run and sees more waiting wakes the
+    next. Short runs are then taken by the few threads that are awake, and runs that block still
+    each get a thread of their own, one wake-up after another.
     """
 
     def __init__(
@@ -46,7 +51,10 @@ class Lane(Generic[Run, Outcome]):
         self.freed_at: float | None = None  # when a slot first came free since the last claim
         self._execute, self._crashed, self._report = execute, crashed, report
         self._thread_prefix = thread_prefix
-        self._work: SimpleQueue = SimpleQueue()
+        self._mutex = threading.Lock()  # guards the three below
+        self._work: deque = deque()  # runs submitted and not yet taken; None tells a thread to end
+        self._parked: list[threading.Lock] = []  # held locks of the threads waiting for work
+        self._waking = 0  # threads woken that have not looked at the queue yet
 
     @property
     def free(self) -> int:
@@ -58,13 +66,22 @@ class Lane(Generic[Run, Outcome]):
 
     def stop(self) -> None:
         """Let every thread end once the runs queued before this are done."""
-        for _ in range(self.concurrency):
-            self._work.put(None)
+        with self._mutex:
+            self._work.extend([None] * self.concurrency)
+            while self._parked:
+                self._wake_one()
 
     def submit(self, run: Run) -> None:
         """Take a slot and run ``run`` in it (control thread)."""
         self.executing += 1
-        self._work.put(run)
+        with self._mutex:
+            self._work.append(run)
+            if not self._waking and self._parked:
+                self._wake_one()
+
+    def _wake_one(self) -> None:
+        self._waking += 1
+        self._parked.pop().release()
 
     def release(self) -> None:
         """Free a slot (control thread)."""
@@ -72,8 +89,25 @@ class Lane(Generic[Run, Outcome]):
         if self.freed_at is None:
             self.freed_at = time.monotonic()
 
+    def _take(self, wake: threading.Lock):
+        """The next run (None: end), waiting for one with ``wake`` held."""
+        woken = False
+        while True:
+            with self._mutex:
+                self._waking -= woken
+                if self._work:
+                    run = self._work.popleft()
+                    if self._work and not self._waking and self._parked:
+                        self._wake_one()  # more wait: they may block, so another thread comes for them
+                    return run
+                self._parked.append(wake)
+            wake.acquire()  # released by the thread that wakes this one
+            woken = True
+
     def _loop(self) -> None:
-        while (run := self._work.get()) is not None:
+        wake = threading.Lock()
+        wake.acquire()
+        while (run := self._take(wake)) is not None:
             while run is not None:  # a run, then the runs its report hands on to this slot
                 try:
                     outcome = self._execute(run)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from jobs.models import NOTIFY_CHANNEL
 from jobs.services.claims import PICKED_EVENTS, ClaimedJob, claim_ctes, claim_params, claimed_job
-from jobs.services.leases import LEASE_GUARD, Lease, lease_params
+from jobs.services.leases import LEASE_GUARD, Lease
 from pipeline_project.core import sql
 
 
@@ -33,10 +33,9 @@ class Outcome:
 # a condition on ``e`` true when the statement itself took the key's next job.
 _END_CTES = """
     mine AS (
-        SELECT * FROM unnest(%(job_ids)s::uuid[], %(attempts)s::int[], %(started)s::timestamptz[],
-                             %(kinds)s::text[], %(errors)s::text[], %(payloads)s::jsonb[], %(delays)s::float8[],
-                             %(progress)s::jsonb[])
-            AS mine(job_id, attempt, started_at, kind, error, payload, delay, progress)
+        SELECT * FROM json_to_recordset(%(outcomes)s::json)
+            AS mine(job_id uuid, attempt int, started_at timestamptz, kind text, error text, payload jsonb,
+                    delay float8, progress jsonb)
     ),
     ended AS (
         UPDATE dl_jobs j
@@ -87,13 +86,24 @@ def _end_ctes(*, taken: str = "false") -> str:
 
 
 def _end_params(outcomes: list[Outcome], *, worker_id: str, synchronous_commit: str | None) -> dict:
+    # One JSON document rather than an array per field: psycopg dumps arrays item by item in Python.
     return {
-        **lease_params([outcome.lease for outcome in outcomes]),
-        "kinds": [outcome.kind for outcome in outcomes],
-        "errors": [outcome.error for outcome in outcomes],
-        "payloads": [json.dumps(_outcome_payload(outcome)) for outcome in outcomes],
-        "delays": [outcome.retry_delay_sec for outcome in outcomes],
-        "progress": [None if outcome.progress is None else json.dumps(outcome.progress) for outcome in outcomes],
+        "job_ids": [outcome.lease.job_id for outcome in outcomes],  # for the lease guard
+        "outcomes": json.dumps(
+            [
+                {
+                    "job_id": str(outcome.lease.job_id),
+                    "attempt": outcome.lease.attempt,
+                    "started_at": outcome.lease.started_at.isoformat(),
+                    "kind": outcome.kind,
+                    "error": outcome.error,
+                    "payload": _outcome_payload(outcome),
+                    "delay": outcome.retry_delay_sec,
+                    "progress": outcome.progress,
+                }
+                for outcome in outcomes
+            ]
+        ),
         "synchronous_commit": synchronous_commit,
         "worker": worker_id,
     }

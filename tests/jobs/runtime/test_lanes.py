@@ -72,3 +72,20 @@ def test_a_report_may_hand_the_slot_on_to_the_next_run_on_the_same_thread():
 
     assert outcomes == [10, 20, 30]
     assert len(set(threads)) == 1
+
+
+def test_runs_that_block_each_get_a_thread_of_their_own():
+    # A submitted run wakes one thread, which wakes the next when more wait: all four still run at once.
+    together = threading.Barrier(4, timeout=10)
+
+    def execute(run):
+        together.wait()
+        return run
+
+    lane, reported = make_lane(concurrency=4, execute=execute)
+    for run in range(4):
+        lane.submit(run)
+    wait_until(lambda: len(reported) == 4)
+    lane.stop()
+
+    assert sorted(reported) == [(0, 0), (1, 1), (2, 2), (3, 3)]
