@@ -14,7 +14,7 @@ servers) send one request after another for ``--seconds`` on each endpoint:
     upsert      POST /api/v1/ingestion/items                            (one new item each)
     call        POST /api/v1/processes/bench.echo/{id}/call             (synchronous, a runworker answers)
 
-Servers, taking turns endpoint by endpoint, round by round, on the same databases:
+Servers, endpoint by endpoint, taking turns round by round, on the same databases:
 
     deployed    the web command (`make run`, the image): gunicorn -c pipeline_project/gunicorn_conf.py
                 pipeline_project.asgi:application, 2 workers
@@ -209,16 +209,16 @@ def main() -> None:
 
 
 def measure(servers: dict, args, token: str, endpoints: Endpoints) -> dict:
-    """{(endpoint, server): [(requests/s, server CPU ms per request) of each round]}; the servers
-    take turns, the first of each round alternating. CPU per request is the servers' own time
-    (workers and master, not PostgreSQL's), steadier than requests/s on a busy machine."""
+    """{(endpoint, server): [(requests/s, server CPU ms per request) of each round]}: endpoint by
+    endpoint, the servers take turns round by round, the first alternating (so no endpoint's
+    after-effects, such as calls still waiting, fall on another's figures). CPU per request is
+    the servers' own time (workers and master, not PostgreSQL's), steadier than requests/s on a
+    busy machine."""
     rates: dict[tuple, list[tuple[float, float]]] = {}
-    for round_number in range(args.rounds):
-        for endpoint in args.only:
-            names = [name for name in servers if name != "fastapi" or endpoint == "trigger"]
-            if round_number % 2:
-                names.reverse()
-            for name in names:
+    for endpoint in args.only:
+        names = [name for name in servers if name != "fastapi" or endpoint == "trigger"]
+        for round_number in range(args.rounds):
+            for name in names if round_number % 2 == 0 else reversed(names):
                 pid = SERVER_PIDS[servers[name]]
                 cpu_before = cpu_seconds(pid)
                 rate, statuses = asyncio.run(load(servers[name], getattr(endpoints, endpoint), token, args.seconds))
