@@ -11,7 +11,8 @@ import os
 
 bind = os.environ.get("WEB_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_WORKERS", "2"))
-worker_class = "uvicorn_worker.UvicornWorker"
+worker_class = "pipeline_project.web_worker.UvicornWorker"  # a listening socket per worker
+reuse_port = True  # so that each worker can bind its own beside the shared one
 timeout = 120
 graceful_timeout = int(os.environ.get("WEB_GRACEFUL_TIMEOUT", "10"))  # then open streams are cut
 keepalive = 5

@@ -78,3 +78,21 @@ def worker_pids(server: subprocess.Popen) -> list[int]:
 
 def thread_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def established_connections(pid: int, port: int) -> int:
+    """How many TCP connections to ``port`` (on this machine's loopback) process ``pid`` holds."""
+    inodes = set()
+    for name in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port, state, inode = int(fields[1].rsplit(":", 1)[1], 16), fields[3], fields[9]
+            if local_port == port and state == "01":  # ESTABLISHED
+                inodes.add(f"socket:[{inode}]")
+    held = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            held += os.readlink(fd) in inodes
+        except OSError:  # closed meanwhile
+            continue
+    return held

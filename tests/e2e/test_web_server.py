@@ -21,7 +21,15 @@ from pipeline_project.databases import connection_params
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.core.helpers import error_problem, missing_security_headers
 from tests.core.sweep import BODY_METHODS, METHODS, converter_value, json_routes
-from tests.e2e.servers import ASGI_COMMAND, WSGI_COMMAND, answers, thread_count, web_server, worker_pids
+from tests.e2e.servers import (
+    ASGI_COMMAND,
+    WSGI_COMMAND,
+    answers,
+    established_connections,
+    thread_count,
+    web_server,
+    worker_pids,
+)
 from tests.helpers import wait_for
 from tests.jobs.conftest import enqueue
 from tests.jobs.processes import processors  # noqa: F401 (registers the namespaces the web server serves)
@@ -71,6 +79,30 @@ def database_connections(dbname: str) -> int:
         return conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [dbname]
         ).fetchone()[0]
+
+
+def test_clients_connecting_at_once_are_spread_over_the_workers():
+    """On one shared listening socket the first worker to wake took all 16 connections."""
+    with web_server(workers=2) as (port, server):
+        workers = worker_pids(server)
+
+        async def connect_at_once() -> list[int]:
+            connections = await asyncio.gather(*(asyncio.open_connection("127.0.0.1", port) for _ in range(16)))
+            for reader, writer in connections:  # answered: each is accepted by now
+                writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                await reader.readuntil(b"\r\n\r\n")
+            held = [established_connections(pid, port) for pid in workers]
+            for _reader, writer in connections:
+                writer.close()
+            return held
+
+        spreads = [asyncio.run(connect_at_once()) for _ in range(5)]
+
+    print(f"\nconnections per worker, 5 times 16 at once: {spreads}")
+    assert all(sum(held) == 16 for held in spreads)
+    # The kernel hashes connections over the sockets: roughly half each, never all on one.
+    assert min(sum(column) for column in zip(*spreads)) >= 24
+    assert all(min(held) >= 1 for held in spreads)
 
 
 def test_sixty_waiting_process_calls_hold_no_thread_and_no_connection_each(tmp_path):

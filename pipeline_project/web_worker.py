@@ -1,0 +1,34 @@
+"""The web server's gunicorn worker: uvicorn's, accepting on a listening socket of its own."""
+
+import socket
+
+from uvicorn_worker import UvicornWorker as BaseUvicornWorker
+
+
+class UvicornWorker(BaseUvicornWorker):
+    """On the socket gunicorn's workers share, the first event loop to wake accepts every
+    connection waiting: 16 clients connecting at once all landed on one of two workers, which
+    then served them alone for as long as they kept their connections. Each worker here binds a
+    socket of its own to the address (SO_REUSEPORT, which gunicorn_conf sets on the shared one
+    too), so the kernel spreads new connections over the workers; the shared socket stops
+    listening, so that no connection waits where no worker accepts. Unix sockets stay shared."""
+
+    def init_process(self):
+        self.sockets = [own_listener(listener, backlog=self.cfg.backlog) for listener in self.sockets]
+        super().init_process()
+
+
+def own_listener(shared, *, backlog: int):
+    if shared.family not in (socket.AF_INET, socket.AF_INET6):
+        return shared
+    own = socket.socket(shared.family, socket.SOCK_STREAM)
+    own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    own.bind(shared.getsockname()[:2])
+    own.listen(backlog)
+    own.setblocking(False)
+    try:
+        shared.shutdown(socket.SHUT_RD)  # stops listening, for every worker (another did already, or will)
+    except OSError:
+        pass
+    return own
