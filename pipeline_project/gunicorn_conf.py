@@ -9,6 +9,8 @@ WSGI (pipeline_project/core/asgi.py).
 
 import os
 
+from pipeline_project.web_worker import refuse_taken_addresses
+
 bind = os.environ.get("WEB_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_WORKERS", "2"))
 worker_class = "pipeline_project.web_worker.UvicornWorker"  # a listening socket per worker
@@ -19,3 +21,8 @@ keepalive = 5
 accesslog = None  # the application logs one JSON line per request
 loglevel = os.environ.get("WEB_LOG_LEVEL", "warning")  # gunicorn's own lines; the application's are JSON
 control_socket_disable = True  # no gunicornc control socket in the user's home
+
+
+def on_starting(server):
+    # With SO_REUSEPORT a second server on a taken port would share its connections, silently.
+    refuse_taken_addresses(server.cfg.address)

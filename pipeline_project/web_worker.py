@@ -32,3 +32,18 @@ def own_listener(shared, *, backlog: int):
     except OSError:
         pass
     return own
+
+
+def refuse_taken_addresses(addresses) -> None:
+    """Fail if any TCP address is being listened on already (by another server, or another copy
+    of this one), as a bind without SO_REUSEPORT would."""
+    for address in addresses:
+        if not isinstance(address, tuple):  # a unix socket: bound without SO_REUSEPORT
+            continue
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed one's TIME_WAIT is no listener
+            try:
+                probe.bind(address[:2])
+            except OSError as exc:
+                raise SystemExit(f"Cannot listen on {address[0]}:{address[1]}: {exc.strerror}") from None

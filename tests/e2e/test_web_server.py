@@ -6,8 +6,10 @@ import asyncio
 import http.client
 import itertools
 import json
+import os
 import socket
 import statistics
+import subprocess
 import time
 
 import psycopg
@@ -21,8 +23,10 @@ from pipeline_project.databases import connection_params
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.core.helpers import error_problem, missing_security_headers
 from tests.core.sweep import BODY_METHODS, METHODS, converter_value, json_routes
+from tests.db_helpers import subprocess_database_env
 from tests.e2e.servers import (
     ASGI_COMMAND,
+    ROOT,
     WSGI_COMMAND,
     answers,
     established_connections,
@@ -103,6 +107,23 @@ def test_clients_connecting_at_once_are_spread_over_the_workers():
     # The kernel hashes connections over the sockets: roughly half each, never all on one.
     assert min(sum(column) for column in zip(*spreads)) >= 24
     assert all(min(held) >= 1 for held in spreads)
+
+
+def test_a_second_server_on_a_taken_port_refuses_to_start():
+    """Workers listen with SO_REUSEPORT: without the check a second server would share the port."""
+    with web_server() as (port, server):
+        second = subprocess.run(
+            ASGI_COMMAND,
+            cwd=ROOT,
+            env={**os.environ, **subprocess_database_env(), "WEB_BIND": f"127.0.0.1:{port}"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert answers(port) and server.poll() is None  # the first one serves on
+
+    assert second.returncode != 0
+    assert f"Cannot listen on 127.0.0.1:{port}: Address already in use" in second.stderr
 
 
 def test_sixty_waiting_process_calls_hold_no_thread_and_no_connection_each(tmp_path):
