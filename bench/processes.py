@@ -23,6 +23,7 @@ import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import timedelta
 
 from common import (
@@ -61,6 +62,29 @@ def runworker(env):
         cwd=ROOT,
         env={**env, "PYTHONPATH": str(ROOT)},
     )
+
+
+@contextmanager
+def processes_served():
+    """Fresh bench databases, this process pointed at them, and a runworker serving the bench's
+    namespaces (this process, the web servers and the runworker all load them); yields the env
+    for subprocesses. Everything is stopped and dropped on leaving."""
+    os.environ["PROCESSES_HANDLER_MODULES"] = "bench.process_processors"
+    os.environ["PYTHONPATH"] = str(ROOT)
+    params = server_params()
+    env = {**create_bench_databases(params), "PROCESSES_HANDLER_MODULES": "bench.process_processors"}
+    worker = None
+    try:
+        use_bench_databases()
+        worker = runworker(env)
+        yield env
+    finally:
+        if worker is not None:
+            stop(worker)
+        from pipeline_project.core.notifications import blocking_hub
+
+        blocking_hub.close()
+        drop_bench_databases(params)
 
 
 def verdict(ok: bool) -> str:
@@ -186,25 +210,10 @@ def main() -> None:
     parser.add_argument("--timer-window", type=float, default=10.0, help="seconds over which the timers fall due")
     args = parser.parse_args()
 
-    os.environ["PROCESSES_HANDLER_MODULES"] = "bench.process_processors"  # this process, gunicorn and runworker
-    os.environ["PYTHONPATH"] = str(ROOT)
-    params = server_params()
-    env = {**create_bench_databases(params), "PROCESSES_HANDLER_MODULES": "bench.process_processors", "PYTHONPATH": str(ROOT)}
-    worker = None
-    try:
-        use_bench_databases()
-        worker = runworker(env)
+    with processes_served() as env:
         print(f"{os.cpu_count()} CPUs; one runworker serving bench.echo:16 and bench.timer:16")
         print_table("1. synchronous calls over 100 processes", bench_calls(env, args))
         print_table("2. timers", bench_timers(args))
-    finally:
-        if worker is not None:
-            stop(worker)
-        from pipeline_project.core.notifications import blocking_hub
-
-        blocking_hub.close()
-        drop_bench_databases(params)
-
 
 if __name__ == "__main__":
     main()

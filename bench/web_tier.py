@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import itertools
 import json
-import os
 import random
 import statistics
 import time
@@ -40,17 +39,12 @@ from common import (
     ROOT,
     SERVER_PIDS,
     cpu_seconds,
-    create_bench_databases,
-    drop_bench_databases,
     gunicorn,
     manage,
     print_table,
     server_params,
-    stop,
-    use_bench_databases,
 )
-from processes import PROCESSES
-from processes import runworker as process_worker
+from processes import PROCESSES, processes_served
 from tracking_api import load_rows
 
 CLIENTS = 16
@@ -144,7 +138,6 @@ async def load(port: int, next_request, token: str, seconds: float) -> tuple[flo
 
 def seed(params: dict) -> dict:
     """Rows the reads find and the writes need: jobs, a stage queue, an ingestion run, processes."""
-    use_bench_databases()
     from django.db import connections
 
     from ingestion import services as ingestion
@@ -178,34 +171,23 @@ def main() -> None:
     parser.add_argument("--no-fastapi", action="store_true", help="leave the FastAPI peer out")
     args = parser.parse_args()
 
-    os.environ["PROCESSES_HANDLER_MODULES"] = "bench.process_processors"  # this process, the servers, runworker
-    os.environ["PYTHONPATH"] = str(ROOT)
-    params = server_params()
-    env = {**create_bench_databases(params), "PROCESSES_HANDLER_MODULES": "bench.process_processors"}
-    try:
-        with ExitStack() as stack:
-            stack.callback(stop, process_worker(env))  # process inits and calls wait for it
-            run = seed(params)
-            token = manage(env, "apitoken", "create", "bench-web").strip()
-            servers = {
-                "deployed": stack.enter_context(gunicorn(env)),
-                "wsgi": stack.enter_context(
-                    gunicorn(
-                        env,
-                        app="pipeline_project.wsgi:application",
-                        options=["--worker-class", "gthread", "--threads", "8"],
-                    )
-                ),
-            }
-            if not args.no_fastapi and "trigger" in args.only:
-                servers["fastapi"] = stack.enter_context(fastapi_peer(env))
-            rates = measure(servers, args, token, Endpoints(run))
-        report(rates, args)
-    finally:
-        from pipeline_project.core.notifications import blocking_hub
-
-        blocking_hub.close()
-        drop_bench_databases(params)
+    with processes_served() as env, ExitStack() as stack:  # process inits and calls wait for its runworker
+        run = seed(server_params())
+        token = manage(env, "apitoken", "create", "bench-web").strip()
+        servers = {
+            "deployed": stack.enter_context(gunicorn(env)),
+            "wsgi": stack.enter_context(
+                gunicorn(
+                    env,
+                    app="pipeline_project.wsgi:application",
+                    options=["--worker-class", "gthread", "--threads", "8"],
+                )
+            ),
+        }
+        if not args.no_fastapi and "trigger" in args.only:
+            servers["fastapi"] = stack.enter_context(fastapi_peer(env))
+        rates = measure(servers, args, token, Endpoints(run))
+    report(rates, args)
 
 
 def measure(servers: dict, args, token: str, endpoints: Endpoints) -> dict:
