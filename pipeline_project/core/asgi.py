@@ -90,8 +90,9 @@ def declared_length(scope) -> int | None:
 
 
 class ResolvedOnceHandler(BaseHandler):
-    """The synchronous middleware chain, taking the route the ASGI handler resolved already (to
-    choose between the two paths) instead of resolving the path again."""
+    """A handler's middleware chain, taking the route the ASGI handler resolved already (to
+    choose between the two paths) instead of resolving the path again: the synchronous chain,
+    and, as a base of ProjectASGIHandler, the async one."""
 
     def resolve_request(self, request):
         path, match = request.scope.get("resolved", (None, None))
@@ -101,7 +102,7 @@ class ResolvedOnceHandler(BaseHandler):
         return match
 
 
-class ProjectASGIHandler(ASGIHandler):
+class ProjectASGIHandler(ResolvedOnceHandler, ASGIHandler):
     def __init__(self):
         super().__init__()
         self.sync_chain = ResolvedOnceHandler()
