@@ -121,9 +121,9 @@ class ProjectASGIHandler(ResolvedOnceHandler, ASGIHandler):
         if self._is_async_route(scope):
             # Its synchronous parts run in the same pool, not in a thread started per request.
             async with ThreadSensitiveContext(executor=self.threads):
-                await super().__call__(scope, body, send)
+                await self.handle_request(scope, body, send, on_loop=True)
         else:
-            await self.handle_in_thread(scope, body, send)
+            await self.handle_request(scope, body, send, on_loop=False)
 
     async def _lifespan(self, receive, send) -> None:
         while True:
@@ -151,28 +151,44 @@ class ProjectASGIHandler(ResolvedOnceHandler, ASGIHandler):
         scope["resolved"] = (path, match)
         return iscoroutinefunction(match.func)
 
-    async def handle_in_thread(self, scope, body: BoundedBody, send) -> None:
+    async def handle_request(self, scope, body: BoundedBody, send, *, on_loop: bool) -> None:
+        """A request, start to end: an async view's on the event loop (a client hanging up
+        cancels it), a synchronous view's in one thread of the pool. A stream is sent from the
+        loop; a follower hanging up ends it."""
         try:
             body_file = await self.read_body(body)
         except RequestAborted:
             return
         with closing(body_file):
             set_script_prefix(get_script_prefix(scope))
-            context = contextvars.copy_context()  # the request's context vars (script prefix) in the thread
             loop = asyncio.get_running_loop()
-            response = await loop.run_in_executor(self.threads, context.run, self._respond, scope, body_file)
+            if on_loop:
+                response = await self._until_disconnect(self._respond_on_loop(scope, body_file), body)
+                if response is None:
+                    signals.request_finished.send(sender=self.__class__)
+                    return
+            else:
+                context = contextvars.copy_context()  # the request's context vars (script prefix) in the thread
+                response = await loop.run_in_executor(self.threads, context.run, self._respond, scope, body_file)
             if not response.streaming:
-                await self.send_response(response, send)  # closed already, in its thread
+                await self.send_response(response, send)  # closed already
                 return
             try:
-                async with asyncio.TaskGroup() as group:  # a follower hanging up ends its stream
-                    listener = group.create_task(self.listen_for_disconnect(body))
-                    await self.send_response(response, send)
-                    listener.cancel()
-            except* RequestAborted:
-                pass
+                await self._until_disconnect(self.send_response(response, send), body)
             finally:
                 await loop.run_in_executor(self.threads, response.close)
+
+    async def _until_disconnect(self, awaitable, body: BoundedBody):
+        """What ``awaitable`` returns, or None once the client has hung up (it is cancelled)."""
+        result = None
+        try:
+            async with asyncio.TaskGroup() as group:
+                listener = group.create_task(self.listen_for_disconnect(body))
+                result = await awaitable
+                listener.cancel()
+        except* RequestAborted:
+            pass
+        return result
 
     def _respond(self, scope, body_file):
         """The request, start to end, as the WSGI handler serves it; a stream's content is left
@@ -181,6 +197,19 @@ class ProjectASGIHandler(ResolvedOnceHandler, ASGIHandler):
         request, response = self.create_request(scope, body_file)
         if request is not None:
             response = self.sync_chain.get_response(request)
+        return self._closed_unless_streaming(response)
+
+    async def _respond_on_loop(self, scope, body_file):
+        """``_respond`` for an async view. The signals' receivers (Django's: close old
+        connections, reset queries and caches) are called on the loop, not each behind a hop to
+        a thread: the loop's thread holds no connection to close."""
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, response = self.create_request(scope, body_file)
+        if request is not None:
+            response = await self.get_response_async(request)
+        return self._closed_unless_streaming(response)
+
+    def _closed_unless_streaming(self, response):
         response._handler_class = self.__class__
         if response.streaming:
             connections.close_all()

@@ -1,13 +1,18 @@
 """``/api/v1/processes/{namespace}/{process_id}/...``: thin views over the processes' services.
 
-init, call and repair are async views (adrf): the task is put in the schedule in a thread,
-then the request waits for its end on the event loop (a NOTIFY through the process's
-notification hub, listened to before the task exists), holding no thread and no database
-connection while the processor runs.
+init, call, repair, get and put are async views (adrf): their synchronous steps (the request's
+checks, reading the body, putting the task in the schedule) run in one hop to the web worker's
+pool of threads, then the request waits for the task's end on the event loop (a NOTIFY through
+the process's notification hub, listened to before the task exists), holding no thread and no
+database connection while the processor runs.
 """
+
+from inspect import iscoroutinefunction
 
 from adrf.views import APIView
 from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
@@ -21,12 +26,46 @@ from pipeline_project.databases import returning_connections
 
 
 class ProcessView(APIView):
+    """An async handler runs its synchronous steps through ``in_thread``; the first also runs the
+    request's checks (``initial``: token, permissions, throttles) before its step, in the same
+    hop, so a handler must call it before anything else."""
+
     permission_model = Process
 
-    def initial(self, request, *args, **kwargs):
-        # Authentication reads the token: an async view's synchronous parts each give their
-        # connections back (they run in the web worker's pool of threads, not a thread of their own).
-        returning_connections(super().initial)(request, *args, **kwargs)
+    async def async_dispatch(self, request, *args, **kwargs):
+        # adrf's, without its own hop to a thread for ``initial`` (see ``in_thread``), and with
+        # the response rendered here, on the loop: Django would render it behind another hop.
+        self.args, self.kwargs = args, kwargs
+        request = self.initialize_request(request, *args, **kwargs)
+        self.request = request
+        self.headers = self.default_response_headers
+        self.checked = False
+        method = request.method.lower()
+        handler = getattr(self, method, None) if method in self.http_method_names else None
+        try:
+            if iscoroutinefunction(handler):
+                response = await handler(request, *args, **kwargs)
+                if not self.checked:
+                    raise ImproperlyConfigured(f"{type(self).__name__}.{method} answered without in_thread's checks")
+            else:  # OPTIONS, or a method the view does not answer
+                response = await self.in_thread(handler or self.http_method_not_allowed, request, *args, **kwargs)
+        except Exception as exc:
+            response = self.handle_exception(exc)
+        self.response = self.finalize_response(request, response, *args, **kwargs)
+        self.response.render()
+        return HttpResponse(self.response.content, status=self.response.status_code, headers=self.response.headers)
+
+    async def in_thread(self, func, *args, **kwargs):
+        """``func(*args, **kwargs)`` in the web worker's pool, giving its connections back; the
+        request's checks run first, once."""
+
+        def checked_call():
+            if not self.checked:
+                self.initial(self.request, *self.args, **self.kwargs)
+                self.checked = True
+            return func(*args, **kwargs)
+
+        return await sync_to_async(returning_connections(checked_call))()
 
 
 class ProcessTaskView(ProcessView):
@@ -40,7 +79,7 @@ class ProcessTaskView(ProcessView):
             self.task_type, namespace=namespace, process_id=process_id, request=task_request
         )
 
-    async def post(self, request, namespace, process_id):
+    def prepare_request(self, request, namespace: str, process_id: str) -> PreparedTask:
         body = validated(s.TaskRequestSerializer, request.data)
         task_request = services.TaskRequest(
             args=body["args"],
@@ -48,9 +87,11 @@ class ProcessTaskView(ProcessView):
             context=body["context"],
             history_range=body["range"],
         )
+        return self.prepare(namespace, process_id, task_request)
+
+    async def post(self, request, namespace, process_id):
         async with waiting.task_waiter_async() as wait:
-            task = await sync_to_async(returning_connections(self.prepare))(namespace, process_id, task_request)
-            ended = await wait(task)
+            ended = await wait(await self.in_thread(self.prepare_request, request, namespace, process_id))
         return Response(s.ResponseSerializer({"response": services.task_result(ended)}).data)
 
 
@@ -114,16 +155,22 @@ class ProcessGetView(ProcessView):
         parameters=[s.RangeQuerySerializer], responses=s.ProcessSerializer, summary="A process with its history"
     )
     async def get(self, request, namespace, process_id):
-        history_range = validated(s.RangeQuerySerializer, request.query_params)
-        init = await sync_to_async(returning_connections(selectors.init_in_progress))(
-            namespace=namespace, process_id=process_id
-        )
+        history_range, init = await self.in_thread(self.range_and_init, request, namespace, process_id)
         if init is not None:  # wait for init to end, on the event loop
             await waiting.wait_for_task_async(init.task_id, timeout=init.timeout)
-        found = await sync_to_async(returning_connections(selectors.process_get))(
-            namespace=namespace, process_id=process_id, history_range=history_range, wait_for_init=False
+        found = await self.in_thread(
+            selectors.process_get,
+            namespace=namespace,
+            process_id=process_id,
+            history_range=history_range,
+            wait_for_init=False,
         )
         return Response(s.ProcessSerializer(found).data)
+
+    @staticmethod
+    def range_and_init(request, namespace, process_id):
+        history_range = validated(s.RangeQuerySerializer, request.query_params)
+        return history_range, selectors.init_in_progress(namespace=namespace, process_id=process_id)
 
     put_permission = "add"
 
@@ -133,11 +180,13 @@ class ProcessGetView(ProcessView):
         summary="Import a process with its history (and optionally a timer)",
     )
     async def put(self, request, namespace, process_id):
-        body = validated(s.PutSerializer, request.data)
-        await sync_to_async(returning_connections(services.process_put))(
-            namespace=namespace, process_id=process_id, process=body["process"], action=body["action"]
-        )
+        await self.in_thread(self.put_request, request, namespace, process_id)
         return Response({"response": "ok"}, status=201)
+
+    @staticmethod
+    def put_request(request, namespace, process_id):
+        body = validated(s.PutSerializer, request.data)
+        services.process_put(namespace=namespace, process_id=process_id, process=body["process"], action=body["action"])
 
 
 class ProcessTraceView(ProcessView):

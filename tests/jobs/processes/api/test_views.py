@@ -68,6 +68,23 @@ def test_reads_need_a_token(anonymous, path):
     assert anonymous.get(f"{BASE}/{path}").status_code == 401
 
 
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("post", "p/call", {"argz": 1}),
+        ("post", "p/init", "not an object"),
+        ("put", "p", {"process": {"status": "nope"}}),
+        ("get", "p?direction=sideways", None),
+        ("delete", "p", None),
+    ],
+)
+def test_the_token_is_checked_before_the_request_is_read(anonymous, method, path, body):
+    answer = getattr(anonymous, method)(f"{BASE}/{path}", body, format="json")
+
+    assert (answer.status_code, answer.json()["code"]) == (401, "not_authenticated")
+    assert not Process.objects.filter(process_id="p").exists()
+
+
 def test_put_imports_a_process(api):
     pid = new_id()
     body = {"process": {"status": "error", "detail": "elsewhere", "history": [{"event_id": 3, "payload": "x"}]}}
