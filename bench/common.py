@@ -5,6 +5,7 @@ server the project is configured for (the embedded PostgreSQL unless DATABASE_UR
 set), so they never touch development data.
 """
 
+import asyncio
 import http.client
 import json
 import os
@@ -173,6 +174,62 @@ class HttpClient:
         response = self.connection.getresponse()
         data = response.read()
         return response.status, (json.loads(data) if data else {})
+
+
+def encode_request(method: str, path: str, body, token: str) -> bytes:
+    payload = json.dumps(body).encode() if body is not None else b""
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+    )
+    return head.encode() + payload
+
+
+async def read_response(reader: asyncio.StreamReader) -> int:
+    """One response off a keep-alive connection; its status."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+    if "content-length" in headers:
+        await reader.readexactly(int(headers["content-length"]))
+    elif headers.get("transfer-encoding", "").lower() == "chunked":
+        while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+            await reader.readexactly(size + 2)
+        await reader.readuntil(b"\r\n")
+    return status
+
+
+async def keep_alive_load(
+    port: int, next_request, token: str, *, clients: int, seconds: float | None = None, requests: int | None = None
+) -> tuple[float, dict[int, int], list[float]]:
+    """``clients`` keep-alive connections from one asyncio loop with raw sockets (the client costs
+    little beside the server it measures), each sending ``next_request()`` (method, path, JSON
+    body) one at a time, for ``seconds`` or until ``requests`` have been sent: requests/s of 2xx
+    answers, every status's count, and each request's latency (ms)."""
+    statuses: dict[int, int] = {}
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds if seconds is not None else float("inf")
+    left = requests if requests is not None else float("inf")
+
+    async def client():
+        nonlocal left
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while left > 0 and time.perf_counter() < deadline:
+                left -= 1
+                started = time.perf_counter()
+                writer.write(encode_request(*next_request(), token))
+                status = await read_response(reader)
+                latencies.append((time.perf_counter() - started) * 1000)
+                statuses[status] = statuses.get(status, 0) + 1
+        finally:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    elapsed = time.perf_counter() - started
+    return sum(count for status, count in statuses.items() if 200 <= status < 300) / elapsed, statuses, latencies
 
 
 def timed(call, count: int) -> list[float]:

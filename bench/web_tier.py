@@ -29,7 +29,6 @@ rounds' ratios); /health ≥ 2,000 requests/s on the deployed server.
 import argparse
 import asyncio
 import itertools
-import json
 import random
 import statistics
 import time
@@ -40,6 +39,7 @@ from common import (
     SERVER_PIDS,
     cpu_seconds,
     gunicorn,
+    keep_alive_load,
     manage,
     print_table,
     server_params,
@@ -88,52 +88,6 @@ class Endpoints:
 
 
 ENDPOINTS = ["health", "list", "stage", "trigger", "register", "upsert", "call"]
-
-
-def encode(method: str, path: str, body, token: str) -> bytes:
-    payload = json.dumps(body).encode() if body is not None else b""
-    head = (
-        f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
-    )
-    return head.encode() + payload
-
-
-async def read_response(reader: asyncio.StreamReader) -> int:
-    """One response off a keep-alive connection; its status."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ", 2)[1])
-    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
-    if "content-length" in headers:
-        await reader.readexactly(int(headers["content-length"]))
-    elif headers.get("transfer-encoding", "").lower() == "chunked":
-        while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
-            await reader.readexactly(size + 2)
-        await reader.readuntil(b"\r\n")
-    return status
-
-
-async def load(port: int, next_request, token: str, seconds: float) -> tuple[float, dict[int, int]]:
-    """CLIENTS keep-alive connections, each one request at a time for ``seconds``: requests/s of
-    2xx answers, and every status's count."""
-    statuses: dict[int, int] = {}
-    deadline = time.perf_counter() + seconds
-
-    async def client():
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            while time.perf_counter() < deadline:
-                writer.write(encode(*next_request(), token))
-                status = await read_response(reader)
-                statuses[status] = statuses.get(status, 0) + 1
-        finally:
-            writer.close()
-
-    started = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(CLIENTS)))
-    elapsed = time.perf_counter() - started
-    return sum(count for status, count in statuses.items() if 200 <= status < 300) / elapsed, statuses
 
 
 def seed(params: dict) -> dict:
@@ -203,7 +157,9 @@ def measure(servers: dict, args, token: str, endpoints: Endpoints) -> dict:
             for name in names if round_number % 2 == 0 else reversed(names):
                 pid = SERVER_PIDS[servers[name]]
                 cpu_before = cpu_seconds(pid)
-                rate, statuses = asyncio.run(load(servers[name], getattr(endpoints, endpoint), token, args.seconds))
+                rate, statuses, _latencies = asyncio.run(
+                    keep_alive_load(servers[name], getattr(endpoints, endpoint), token, clients=CLIENTS, seconds=args.seconds)
+                )
                 cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / max(1, sum(statuses.values()))
                 failed = {status: count for status, count in statuses.items() if not 200 <= status < 300}
                 print(
