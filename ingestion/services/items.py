@@ -11,8 +11,6 @@ import json
 import uuid
 from typing import Any
 
-from django.db import transaction
-
 from ingestion import keys
 from ingestion.models import ItemStage, ItemStatus, ItemType, RunStatus
 from ingestion.services.runs import RunCanceled
@@ -90,17 +88,33 @@ COLUMNS = """
 """
 
 _RECORD_COLUMNS = ", ".join(f"{name} {_COLUMN_TYPES.get(name, 'text')}" for name in ITEM_FIELDS)
-# The template for a batch: its VALUES row becomes a SELECT over the batch's items.
+# The template for a batch, in one statement (so the runs' locks are held for it alone, not over
+# round trips to the client): the items' runs are locked (in id order), and the batch is written
+# only if every item's run exists, belongs to its source and was not canceled (``_check_runs``
+# says which rule refused it). Its VALUES row becomes a SELECT over the batch's items.
 _UPSERT = f"""
-INSERT INTO ingestion_items ({COLUMNS})
-SELECT
-    x.run_id, x.source_id, x.source_url_id, x.document_id, x.item_key, x.item_label, x.stage, x.item_type, x.status,
-    x.status, x.ingest_reason, x.job_id, x.document_url, x.filename, x.file_checksum, x.file_kind,
-    x.error_message, x.last_error_message, x.needs_review, x.review_reason, coalesce(x.context_json, '{{}}'::jsonb),
-    x.payload_json, now(), now(), now(), now()
-FROM jsonb_to_recordset(%(items)s::jsonb) AS x({_RECORD_COLUMNS})
-{ON_CONFLICT}
-RETURNING id, item_key, xmax = 0
+WITH runs AS (
+    SELECT id, source_id, status FROM ingestion_runs WHERE id = ANY(%(runs)s::uuid[]) ORDER BY id FOR NO KEY UPDATE
+),
+refused AS (
+    SELECT FROM jsonb_to_recordset(%(item_runs)s::jsonb) AS i(run_id uuid, source_id bigint)
+    LEFT JOIN runs ON runs.id = i.run_id
+    WHERE runs.id IS NULL OR runs.source_id <> i.source_id OR runs.status = '{RunStatus.CANCELED}'
+),
+written AS (
+    INSERT INTO ingestion_items ({COLUMNS})
+    SELECT
+        x.run_id, x.source_id, x.source_url_id, x.document_id, x.item_key, x.item_label, x.stage, x.item_type,
+        x.status, x.status, x.ingest_reason, x.job_id, x.document_url, x.filename, x.file_checksum, x.file_kind,
+        x.error_message, x.last_error_message, x.needs_review, x.review_reason, coalesce(x.context_json, '{{}}'::jsonb),
+        x.payload_json, now(), now(), now(), now()
+    FROM jsonb_to_recordset(%(items)s::jsonb) AS x({_RECORD_COLUMNS})
+    WHERE NOT EXISTS (SELECT FROM refused)
+    {ON_CONFLICT}
+    RETURNING id, item_key, xmax = 0 AS created
+)
+SELECT (SELECT json_agg(json_build_array(id, source_id, status)) FROM runs),
+       (SELECT json_agg(json_build_array(id, item_key, created)) FROM written)
 """
 
 
@@ -120,10 +134,16 @@ def items_upsert(*, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         merged[key] = _merged(merged[key], item) if key in merged else item
     # In key order: concurrent calls with overlapping items lock them in the same order.
     rows = sorted(merged.values(), key=lambda item: (item["run_id"], item["item_key"]))
-    with transaction.atomic():
-        _lock_runs(checked)
-        result = sql.rows(_UPSERT, {"items": json.dumps(rows)})
-    return [{"id": item_id, "item_key": key, "created": created} for item_id, key, created in result]
+    [(runs, written)] = sql.rows(
+        _UPSERT,
+        {
+            "runs": sorted({item["run_id"] for item in checked}),
+            "item_runs": json.dumps([{"run_id": item["run_id"], "source_id": item["source_id"]} for item in checked]),
+            "items": json.dumps(rows),
+        },
+    )
+    _check_runs(checked, sql.json_value(runs) or [])
+    return [{"id": item_id, "item_key": key, "created": created} for item_id, key, created in sql.json_value(written)]
 
 
 def _text_field_problem(value: Any) -> str | None:
@@ -203,16 +223,11 @@ def _uuid_text(value: str) -> str:
     return str(uuid.UUID(value))
 
 
-def _lock_runs(items: list[dict]) -> None:
-    """Lock the items' runs (in id order) and check each exists, belongs to the item's source and
-    was not canceled. Held to the commit: a cancel waits for this write, or came first and is seen."""
-    wanted = sorted({item["run_id"] for item in items})
-    found = sql.rows(
-        "SELECT id, source_id, status FROM ingestion_runs WHERE id = ANY(%(runs)s::uuid[]) "
-        "ORDER BY id FOR NO KEY UPDATE",
-        {"runs": wanted},
-    )
-    runs = {str(run_id): (source_id, status) for run_id, source_id, status in found}
+def _check_runs(items: list[dict], found: list[list]) -> None:
+    """Refuse the batch (the statement wrote nothing) at its first item whose run was not found,
+    belongs to another source or was canceled: the runs were locked to the write, so a cancel
+    either waited for it or came first and is seen."""
+    runs = {run_id: (source_id, status) for run_id, source_id, status in found}
     for item in items:
         source_id, status = runs.get(item["run_id"], (None, None))
         if source_id is None:

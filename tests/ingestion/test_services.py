@@ -151,12 +151,17 @@ def test_bad_items_are_refused_and_nothing_is_written(fields, message):
     assert not IngestionItem.objects.filter(run=run).exists()
 
 
-def test_an_unknown_run_or_a_run_of_another_source_is_refused():
+def test_an_unknown_run_or_a_run_of_another_source_refuses_the_batch_and_nothing_is_written():
     run, other = new_run("one"), new_run("two")
+    good = item(run, item_key="good")
     with pytest.raises(NotFoundError):
-        services.items_upsert(items=[item(run, run_id=str(uuid.uuid4()))])
+        services.items_upsert(items=[good, item(run, run_id=str(uuid.uuid4()))])
     with pytest.raises(InvalidInputError, match="belongs to source"):
-        services.items_upsert(items=[item(run, source_id=other.source_id)])
+        services.items_upsert(items=[good, item(run, source_id=other.source_id)])
+    # An earlier write of an item naming another source, though the later one (which wins) is right.
+    with pytest.raises(InvalidInputError, match="belongs to source"):
+        services.items_upsert(items=[item(run, item_key="k", source_id=other.source_id), item(run, item_key="k"), good])
+    assert not IngestionItem.objects.filter(run__in=[run, other]).exists()
 
 
 def test_stats_follow_the_items_in_the_seeds_shape():
