@@ -1,5 +1,5 @@
 """The job queue's periodic tasks: expired leases, silent workers, retention, the planner's
-statistics of dl_jobs (``jobs.runtime.registry``)."""
+statistics of dl_jobs, its dead row versions (``jobs.runtime.registry``)."""
 
 import logging
 from functools import partial
@@ -34,6 +34,7 @@ def queue_tasks(config) -> list[PeriodicTask]:
             ),
         ),
         PeriodicTask("jobs.statistics", settings.DL_STATISTICS_CHECK_SEC, refresh_statistics),
+        PeriodicTask("jobs.vacuum", settings.DL_VACUUM_CHECK_SEC, vacuum),
     ]
 
 
@@ -61,3 +62,7 @@ def prune_finished_jobs(*, older_than_sec: float, max_identical: int) -> dict:
 
 def refresh_statistics() -> dict:
     return {"analyzed": int(services.jobs_statistics_refresh())}
+
+
+def vacuum() -> dict:
+    return {"dead_rows_vacuumed": services.jobs_vacuum(min_dead_rows=settings.DL_VACUUM_DEAD_ROWS)}

@@ -307,6 +307,10 @@ DL_WORKER_SYNCHRONOUS_COMMIT = os.environ.get("DL_WORKER_SYNCHRONOUS_COMMIT", "o
 DL_RETENTION_PERIOD_SEC = env_number("DL_RETENTION_PERIOD_SEC", 300)
 # How often a worker checks that the planner's picture of dl_jobs is not far behind a burst of jobs.
 DL_STATISTICS_CHECK_SEC = env_number("DL_STATISTICS_CHECK_SEC", 2)
+# How often a worker checks how many dead row versions dl_jobs holds, and how many it vacuums away
+# (each claim walks past those of the jobs claimed since the last vacuum).
+DL_VACUUM_CHECK_SEC = env_number("DL_VACUUM_CHECK_SEC", 10)
+DL_VACUUM_DEAD_ROWS = env_number("DL_VACUUM_DEAD_ROWS", 100_000, int)
 DL_RETENTION_AGE_SEC = env_number("DL_RETENTION_AGE_SEC", 7 * 24 * 3600)
 DL_RETENTION_MAX_IDENTICAL = env_number("DL_RETENTION_MAX_IDENTICAL", 100, int)
 # Recurring schedules (jobs/schedules): how often a worker enqueues the ticks that are due, and how

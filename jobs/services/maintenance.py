@@ -5,9 +5,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import psycopg
 from django.db import transaction
 
 from pipeline_project.core import sql
+from pipeline_project.databases import connection_params
 
 REAP_BATCH = 1000
 # Any constant: the first key of the periodic tasks' advisory locks (the second is the task's name).
@@ -203,3 +205,24 @@ def jobs_statistics_refresh(*, min_queued: int = STATISTICS_MIN_QUEUED, drift: f
         return False
     sql.execute("ANALYZE dl_jobs", {})
     return True
+
+
+def jobs_vacuum(*, min_dead_rows: int) -> int:
+    """VACUUM dl_jobs once it holds at least ``min_dead_rows`` dead row versions; return how many
+    it held (0: no vacuum).
+
+    Every claim reads its queue's claim-order index from the head, where each job claimed since
+    the last vacuum leaves an entry that no longer matches: under a steady 2,850 jobs/s, the
+    claim's first row cost 0.47 → 1.12 ms in 90 s. Autovacuum, where it is on, waits for a
+    fifth of the table (days of retained jobs). VACUUM cannot run in a transaction, so it gets a
+    connection of its own for its length (the periodic task runs in one process at a time);
+    ``SKIP_LOCKED``: one already running (autovacuum's) will do.
+    """
+    [(dead,)] = sql.rows(
+        "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables WHERE relid = 'dl_jobs'::regclass", {}
+    ) or [(0,)]
+    if dead < min_dead_rows:
+        return 0
+    with psycopg.connect(**connection_params("default"), autocommit=True) as conn:
+        conn.execute("VACUUM (SKIP_LOCKED) dl_jobs")
+    return dead

@@ -19,6 +19,7 @@ HOUSEKEEPING = {
     "jobs.forget_workers",
     "jobs.retention",
     "jobs.statistics",
+    "jobs.vacuum",
     "processes.zombies",
     "ingestion.settle",
     "sqlrs.jobs_reconcile",

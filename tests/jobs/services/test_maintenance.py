@@ -1,6 +1,8 @@
-"""Housekeeping of the queue's tables: the planner's statistics of dl_jobs follow a burst."""
+"""Housekeeping of the queue's tables: the planner's statistics of dl_jobs follow a burst; its dead
+row versions are vacuumed away."""
 
 import json
+import time
 
 from django.db import connection
 
@@ -43,3 +45,65 @@ def test_a_few_queued_jobs_are_no_reason_to_analyze():
     queue_jobs(500)
 
     assert services.jobs_statistics_refresh() is False
+
+
+def dead_rows() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'dl_jobs'::regclass")
+        return cursor.fetchone()[0]
+
+
+def dead_rows_reach(count: int) -> None:
+    """Wait for the statistics (each backend reports its counts within a second or so)."""
+    deadline = time.monotonic() + 10
+    while dead_rows() < count:
+        assert time.monotonic() < deadline, f"dl_jobs shows {dead_rows()} dead rows, not {count}"
+        time.sleep(0.2)
+
+
+def claim_head_buffers() -> int:
+    """Buffers the claim's first read touches to find the queue's first queued job."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT job_id FROM dl_jobs WHERE status = 'queued' "
+            "AND queue = 'burst' AND available_at <= now() ORDER BY priority, created_at, job_id LIMIT 1"
+        )
+        plan = cursor.fetchone()[0]
+    return (plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]["Shared Hit Blocks"]
+
+
+def claim_all_but(left: int) -> None:
+    """Run every queued job but the last ``left`` (in claim order), as claims and their ends do:
+    each job's queued version dies, in front of those left."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE dl_jobs SET status = 'succeeded', finished_at = now() WHERE job_id IN "
+            "(SELECT job_id FROM dl_jobs WHERE status = 'queued' "
+            "ORDER BY priority DESC, created_at DESC, job_id DESC OFFSET %s)",
+            [left],
+        )
+
+
+def test_dead_row_versions_past_the_threshold_are_vacuumed_and_the_claims_head_is_short_again():
+    queue_jobs(20_000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE dl_jobs")  # the planner knows the backlog: it reads the claim's order
+    claim_all_but(10)
+    dead_rows_reach(20_000 - 10)
+    claim_head_buffers()  # the first read past the dead entries marks them dead in the index
+    walked = claim_head_buffers()  # what every later claim reads until a vacuum
+
+    assert services.jobs_vacuum(min_dead_rows=5_000) >= 20_000 - 10
+
+    assert dead_rows() < 1_000
+    assert claim_head_buffers() < walked / 5
+    assert services.jobs_vacuum(min_dead_rows=5_000) == 0  # nothing left to vacuum
+
+
+def test_fewer_dead_row_versions_than_the_threshold_are_left_to_autovacuum():
+    queue_jobs(2_000)
+    claim_all_but(10)
+    dead_rows_reach(2_000 - 10)
+
+    assert services.jobs_vacuum(min_dead_rows=5_000) == 0
+    assert dead_rows() >= 2_000 - 10
