@@ -134,11 +134,12 @@ def items_upsert(*, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         merged[key] = _merged(merged[key], item) if key in merged else item
     # In key order: concurrent calls with overlapping items lock them in the same order.
     rows = sorted(merged.values(), key=lambda item: (item["run_id"], item["item_key"]))
+    named = {(item["run_id"], item["source_id"]) for item in checked}  # each run and source, once
     [(runs, written)] = sql.rows(
         _UPSERT,
         {
-            "runs": sorted({item["run_id"] for item in checked}),
-            "item_runs": json.dumps([{"run_id": item["run_id"], "source_id": item["source_id"]} for item in checked]),
+            "runs": sorted({run_id for run_id, _source_id in named}),
+            "item_runs": json.dumps([{"run_id": run_id, "source_id": source_id} for run_id, source_id in named]),
             "items": json.dumps(rows),
         },
     )
