@@ -1,7 +1,17 @@
+import asyncio
+
 import pytest
+import uvloop
 from rest_framework.test import APIClient
 
 from pipeline_project.core import services as core_services
+
+
+def pytest_configure(config):
+    # Async views, streams and subprocesses run in the tests under the event loop the deployed
+    # web server runs (pipeline_project.web_worker): uvloop, not asyncio's own.
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
 
 # Every test that touches the database sees both aliases.
 ALL_DATABASES = pytest.mark.django_db(databases="__all__")

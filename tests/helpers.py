@@ -1,5 +1,6 @@
 """Small helpers shared by tests that watch other threads or processes, or drive a browser."""
 
+import pwd
 import shutil
 import socket
 import time
@@ -19,6 +20,17 @@ def wait_for(condition, *, timeout: float = 10.0, interval: float = 0.02, what: 
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def unprivileged_user(server_host: str | None) -> str:
+    """Who a server process runs as when the tests run as root: the owner of the database server's
+    socket directory if it listens on one (the embedded server's is private to its user), else
+    nobody."""
+    if server_host and server_host.startswith("/"):
+        owner = pwd.getpwuid(Path(server_host).stat().st_uid).pw_name
+        if owner != "root":
+            return owner
+    return "nobody"
 
 
 def free_port() -> int:

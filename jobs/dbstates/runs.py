@@ -9,6 +9,8 @@ user, never as the service's, and their connection comes from the environment on
 """
 
 import asyncio
+import os
+import subprocess
 from dataclasses import dataclass, field
 
 from django.utils import timezone
@@ -96,6 +98,11 @@ def _event(kind: str, **fields) -> dict:
     return {"type": kind, "ts": selectors.rfc3339(timezone.now()), **fields}
 
 
+def error_event(error: dict) -> dict:
+    """The event that ends a run that failed in the engine: ``error`` is an ErrorResponse."""
+    return _event("error", error=error)
+
+
 async def run_events(plan: RunPlan):
     """Yield the run's events; the commands run one after the other until one fails."""
     for message in plan.recovery:
@@ -114,15 +121,7 @@ async def run_events(plan: RunPlan):
 
 
 async def _command_events(command: RunCommand, env: dict[str, str]):
-    process = await asyncio.create_subprocess_exec(
-        *command.args,
-        stdin=asyncio.subprocess.PIPE if command.stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd="/",
-        **postgres.as_server_user(),
-    )
+    process = await _Child.start(command.args, env=env, with_stdin=command.stdin is not None)
     events: asyncio.Queue = asyncio.Queue()
 
     async def pump(stream, kind: str) -> None:
@@ -158,8 +157,73 @@ async def _command_events(command: RunCommand, env: dict[str, str]):
                 getter.cancel()
         yield _event("exit", exit_code=await process.wait())
     finally:  # the client went away (or the stream failed): the command does not outlive it
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
         for task in tasks:
             task.cancel()
+        await process.close()
+
+
+@dataclass
+class _Child:
+    """A client program and its pipes on the running event loop, whichever loop that is.
+
+    The program is started by ``subprocess.Popen`` (which can run it as the servers' user:
+    uvloop's ``subprocess_exec``, the deployed server's, refuses ``user=`` and ``group=``), its
+    pipes are the loop's streams, and its exit is awaited on a pidfd: no thread waits for it.
+    """
+
+    process: subprocess.Popen
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader
+    stdin: asyncio.StreamWriter | None
+    _transports: list[asyncio.BaseTransport]
+    _exited: asyncio.Future
+
+    @classmethod
+    async def start(cls, args: list[str], *, env: dict[str, str], with_stdin: bool) -> "_Child":
+        loop = asyncio.get_running_loop()
+        # As asyncio's own subprocess_exec does, on the loop: a fork and exec, nothing waited for.
+        process = subprocess.Popen(  # noqa: ASYNC220
+            args,
+            stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd="/",
+            **postgres.as_server_user(),
+        )
+        exited = loop.create_future()
+        pidfd = os.pidfd_open(process.pid)  # readable once the process has exited
+
+        def on_exit() -> None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+            exited.set_result(None)
+
+        loop.add_reader(pidfd, on_exit)
+        child = cls(process, asyncio.StreamReader(), asyncio.StreamReader(), None, [], exited)
+        try:
+            for reader, pipe in ((child.stdout, process.stdout), (child.stderr, process.stderr)):
+                transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
+                child._transports.append(transport)
+            if with_stdin:
+                transport, protocol = await loop.connect_write_pipe(
+                    lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), process.stdin
+                )
+                child._transports.append(transport)
+                child.stdin = asyncio.StreamWriter(transport, protocol, None, loop)
+        except BaseException:
+            await child.close()
+            raise
+        return child
+
+    async def wait(self) -> int:
+        await asyncio.shield(self._exited)
+        return self.process.wait()
+
+    async def close(self) -> None:
+        """Kill the program if it still runs, reap it, and close its pipes."""
+        if self.process.poll() is None:
+            self.process.kill()
+        await self.wait()
+        for transport in self._transports:
+            transport.close()

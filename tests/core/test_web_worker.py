@@ -36,7 +36,7 @@ def test_answers_written_in_two_sends_go_out_at_once_under_asyncios_loop():
         return elapsed
 
     try:
-        elapsed = asyncio.run(exchange())
+        elapsed = asyncio.run(exchange(), loop_factory=asyncio.SelectorEventLoop)  # not the suite's uvloop
     finally:
         shared.close()
         own.close()

@@ -14,17 +14,9 @@ from pipeline_project import embedded_postgres
 from pipeline_project.databases import connection_params, database_url, ensure_databases
 from tests.db_helpers import subprocess_database_env
 from tests.e2e import pgbouncer
+from tests.e2e.servers import FAST_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
-# Fast clocks, as tests/jobs/conftest.py uses for in-process workers.
-FAST_ENV = {
-    "DL_HEARTBEAT_SEC": "0.2",
-    "DL_REAPER_PERIOD_SEC": "0.2",
-    "DL_RETRY_BACKOFF_SEC": "0.05",
-    "DL_SHUTDOWN_TIMEOUT_SEC": "5",
-    "LOG_LEVEL": "INFO",
-    "PYTHONUNBUFFERED": "1",
-}
 
 
 def manage(*args: str, env: dict | None = None, **popen) -> subprocess.Popen:

@@ -8,7 +8,6 @@ temporary tables, advisory locks): behind a transaction pooler each of them is a
 """
 
 import os
-import pwd
 import shutil
 import signal
 import subprocess
@@ -21,7 +20,7 @@ import psycopg
 import pytest
 
 from pipeline_project.databases import connection_params, database_url
-from tests.helpers import free_port
+from tests.helpers import free_port, unprivileged_user
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 needs_pgbouncer = pytest.mark.skipif(not Path(PGBOUNCER).exists(), reason="needs Debian's pgbouncer")
@@ -144,7 +143,9 @@ class Route:
 
 
 @contextmanager
-def started(directory: Path, *, server: dict, pool_size: int = POOL_SIZE, pools: dict[str, tuple[str, int]] | None = None):
+def started(
+    directory: Path, *, server: dict, pool_size: int = POOL_SIZE, pools: dict[str, tuple[str, int]] | None = None
+):
     """PgBouncer in front of the PostgreSQL server ``server`` (psycopg parameters) on a free port,
     its configuration, user list and log in ``directory``; stopped on exit. ``pools`` names more
     pools of their own: ``{name: (database, pool size)}`` (clients that connect to ``name`` share
@@ -168,7 +169,7 @@ def started(directory: Path, *, server: dict, pool_size: int = POOL_SIZE, pools:
         )
     )
     log = directory / "pgbouncer.log"
-    as_user = ["-u", _unprivileged_user(server["host"])] if os.geteuid() == 0 else []
+    as_user = ["-u", unprivileged_user(server["host"])] if os.geteuid() == 0 else []
     with log.open("w") as output:
         process = subprocess.Popen([PGBOUNCER, *as_user, str(config)], stdout=output, stderr=subprocess.STDOUT)
     bouncer = PgBouncer(port=port, process=process, log=log)
@@ -182,17 +183,6 @@ def started(directory: Path, *, server: dict, pool_size: int = POOL_SIZE, pools:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-def _unprivileged_user(server_host: str) -> str:
-    """Who PgBouncer runs as when we are root (it refuses root; it reads its files before it drops
-    to that user): the owner of the server's socket directory if it listens on one (the embedded
-    server's is private to its user), else nobody."""
-    if server_host.startswith("/"):
-        owner = pwd.getpwuid(Path(server_host).stat().st_uid).pw_name
-        if owner != "root":
-            return owner
-    return "nobody"
 
 
 def _wait_until_it_answers(bouncer: PgBouncer, timeout: float = 15) -> None:

@@ -8,6 +8,7 @@ been sent.
 """
 
 import json
+import logging
 import re
 import time
 from contextlib import AsyncExitStack
@@ -21,6 +22,8 @@ from jobs.dbstates.api.errors import sqlrs_error
 from jobs.dbstates.models import EVENTS_CHANNEL, TERMINAL_STATUSES
 from pipeline_project.core.follow import Read, follow
 from pipeline_project.core.notifications import waiting_resources
+
+log = logging.getLogger("pipeline.dbstates")
 
 NDJSON = "application/x-ndjson"
 EVENTS_PAGE = 500
@@ -102,5 +105,9 @@ async def _run_lines(plan: runs.RunPlan):
     try:
         async for event in runs.run_events(plan):
             yield json.dumps(event) + "\n"
+    except Exception:  # the headers are sent: the client hears of it as the stream's last event
+        log.exception("a run failed", extra={"instance_id": plan.instance_id})
+        error = sqlrs_error("internal_error", "the run failed in the engine; its log says why")
+        yield json.dumps(runs.error_event(error)) + "\n"
     finally:
         _RUNS_OPEN.dec()

@@ -1,12 +1,15 @@
 """A prepare job's events stream follows the job: lines arrive as they are written (woken by
 NOTIFY), and the stream closes at the terminal status."""
 
+import asyncio
 import json
 import threading
 import time
 
 from django.db import connections
 
+from jobs.dbstates import runs
+from jobs.dbstates.api.streams import run_response
 from jobs.dbstates.models import PrepareEvent
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import asgi_get
@@ -52,3 +55,19 @@ def test_a_bounded_range_answers_that_part_of_the_stream(api_token):
     stored = list(PrepareEvent.objects.filter(job_id=job.job_id).order_by("seq"))
     assert status == 206 and headers["Content-Range"] == f"events 1-2/{len(stored)}"
     assert [line["type"] for line in lines] == [event.type for event in stored[1:3]]
+
+
+def test_a_run_that_fails_in_the_engine_ends_with_an_error_event_and_is_logged(caplog):
+    plan = runs.RunPlan(
+        instance_id="i-1", env={}, commands=[runs.RunCommand(["/no/such/psql", "-c", "SELECT 1"], None)]
+    )
+
+    async def read() -> list[dict]:
+        response = run_response(plan)
+        return [json.loads(line) async for line in response.streaming_content]
+
+    events = asyncio.run(read())
+
+    assert [event["type"] for event in events] == ["start", "error"]
+    assert events[-1]["error"]["code"] == "internal_error" and events[-1]["error"]["message"]
+    assert any(record.message == "a run failed" and record.exc_info for record in caplog.records)
