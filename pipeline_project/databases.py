@@ -1,16 +1,16 @@
 """Plain psycopg access to the project's databases, beside Django's connections."""
 
+import contextlib
 import functools
+import threading
+import time
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from dataclasses import dataclass, field
 from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 # SQLSTATE classes of errors that pass: connection (08), transaction rollback (40: deadlock,
 # serialization), insufficient resources (53), operator intervention (57: shutdown, cancel),
@@ -55,10 +55,9 @@ def ensure_databases(*, params: dict, names: tuple[str, ...]) -> None:
         for name in names:
             if name in existing:
                 continue
-            try:
+            # Another process may have created it first.
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-            except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
-                pass  # another process created it first
 
 
 def database_url(params: dict) -> str:
@@ -94,7 +93,7 @@ def release_connections(*, abandon_transactions: bool = True) -> None:
             conn.close()
 
 
-def returning_connections(func: Callable[P, R]) -> Callable[P, R]:
+def returning_connections[**P, R](func: Callable[P, R]) -> Callable[P, R]:
     """``func``, giving the calling thread's connections back to the pool when it returns: for
     the synchronous part of an async view that then waits on the event loop, so that the wait
     holds no connection."""
@@ -118,7 +117,9 @@ def session_set(conn: psycopg.Connection, parameters: dict[str, str], *, restore
     wanted = {name: value for name, value in parameters.items() if session.get(name) != value}
     if not wanted:
         return
-    calls = sql.SQL(", ").join(sql.SQL("set_config({}, {}, false)").format(name, value) for name, value in wanted.items())
+    calls = sql.SQL(", ").join(
+        sql.SQL("set_config({}, {}, false)").format(name, value) for name, value in wanted.items()
+    )
     conn.execute(sql.SQL("SELECT {}").format(calls))
     session.update(wanted)
     if restore:
@@ -135,3 +136,51 @@ def check_pooled_connection(conn: psycopg.Connection) -> None:
     for name in conn.__dict__.pop("_session_restore", ()):
         conn.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
         conn.__dict__["_session_set"].pop(name, None)
+
+
+# --- waits a stopping process cuts short --------------------------------------------------------
+
+
+@dataclass
+class _ConnectionWaits:
+    end_at: float | None = None  # monotonic time no wait for a connection may outlast (None: none)
+    interrupted: set[int] = field(default_factory=set)  # threads whose current wait is to end now
+
+
+_waits = _ConnectionWaits()
+
+
+def end_connection_waits_at(deadline: float | None) -> None:
+    """From now on, no wait of this process for a pooled connection lasts past ``deadline``
+    (``time.monotonic()``), those already waiting included (``None``: no limit again). A stopping
+    runworker sets it so that a database that is gone cannot hold its exit."""
+    _waits.end_at = deadline
+
+
+def interrupt_connection_wait(thread_id: int) -> None:
+    """End the wait for a pooled connection that thread ``thread_id`` is in, if any, at once (its
+    later waits are not affected): a stop interrupts the threads that need not wait for it."""
+    _waits.interrupted.add(thread_id)
+
+
+def connection_wait_started() -> None:
+    """Called as a thread starts to wait: an interruption meant for an earlier wait is void."""
+    _waits.interrupted.discard(threading.get_ident())
+
+
+def connection_wait_left(timeout: float) -> float:
+    """How long the calling thread's wait, meant to last ``timeout`` seconds, may last now."""
+    if threading.get_ident() in _waits.interrupted:
+        return 0.0
+    if _waits.end_at is None:
+        return timeout
+    return max(0.0, min(timeout, _waits.end_at - time.monotonic()))
+
+
+def connection_wait_cut() -> bool:
+    """Whether the calling thread's wait for a connection was cut short by a stop."""
+    ident = threading.get_ident()
+    if ident in _waits.interrupted:
+        _waits.interrupted.discard(ident)
+        return True
+    return _waits.end_at is not None and time.monotonic() >= _waits.end_at

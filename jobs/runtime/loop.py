@@ -1,5 +1,6 @@
 """The control loop, and the interface a kind of work implements to run on it."""
 
+import contextlib
 import logging
 import os
 import select
@@ -13,9 +14,18 @@ from django.db import connection
 
 from jobs.runtime.database import DATABASE_ERRORS, error_extra
 from jobs.runtime.periodic import PeriodicRunner
-from pipeline_project.databases import is_transient_error, listen_connection_params
+from pipeline_project.databases import (
+    connection_wait_left,
+    end_connection_waits_at,
+    interrupt_connection_wait,
+    is_transient_error,
+    listen_connection_params,
+)
 
 log = logging.getLogger("jobs.runtime")
+
+FINISH_SEC = 3.0  # of the shutdown timeout, kept for the last writes (at most a quarter of it)
+LISTEN_CONNECT_TIMEOUT_SEC = 10
 
 
 class WorkSource(Protocol):
@@ -63,7 +73,11 @@ class WorkSource(Protocol):
 
 
 class Runtime:
-    """Runs work sources until stopped, then drains: in-flight runs get the shutdown timeout.
+    """Runs work sources until stopped, then drains: :meth:`run` returns within the shutdown
+    timeout of the stop, whatever the database does. Runs in flight get that time less
+    ``FINISH_SEC`` for the last writes (results, releases); from the stop on, no wait for a pooled
+    connection outlasts their time (``databases.end_connection_waits_at``), and what could not be
+    written then is left for its lease to expire.
 
     The loop waits on a wake-up pipe (other threads write to it) and one LISTEN connection
     for all sources' channels, never a busy poll; its timeout is the nearest deadline of any
@@ -92,10 +106,13 @@ class Runtime:
         self._listener: psycopg.Connection | None = None
         self._notified = True  # the listener may have notifications to read (reading none is harmless)
         self._next_sweep = time.monotonic() + sweep_sec
-        self._stop_deadline: float | None = None
+        self._stop_at: float | None = None  # when run() must have returned (set by the stop)
+        self._work_until: float | None = None  # when runs still in flight are released
         self._retry_at = 0.0
         self._failures = 0
         self.stop_requested = threading.Event()
+        self._stopping_logged = False
+        self._threads_to_interrupt: list[int] = []  # the control loop's and the periodic tasks'
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
@@ -105,6 +122,7 @@ class Runtime:
     # --- lifecycle ------------------------------------------------------------------
 
     def run(self) -> None:
+        self._threads_to_interrupt.append(threading.get_ident())
         for source in self.sources:
             source.start(self)
         periodic = None
@@ -113,33 +131,44 @@ class Runtime:
                 target=self._periodic.run_until, args=(self._periodic_stop,), name="runtime-periodic", daemon=True
             )
             periodic.start()
+            self._threads_to_interrupt.append(periodic.ident)
         try:
             while self.tick():
                 pass
         finally:
             self._periodic_stop.set()
-            if periodic is not None:
-                periodic.join(timeout=10)
+            if periodic is not None:  # a daemon thread: one the database holds is left behind
+                periodic.join(timeout=self._time_left(10.0))
             for source in self.sources:
                 source.stop()
             self._close_listener()
             connection.close()
+            end_connection_waits_at(None)
 
-    def request_stop(self) -> None:
-        """Stop claiming; running work gets the shutdown timeout to finish (signal-safe)."""
+    def request_stop(self) -> float:
+        """Stop claiming; running work gets the shutdown timeout to finish (signal-safe). Returns
+        the ``time.monotonic()`` by which :meth:`run` returns."""
+        if self._stop_at is None:
+            now = time.monotonic()
+            self._stop_at = now + self._shutdown_timeout_sec
+            self._work_until = self._stop_at - min(FINISH_SEC, self._shutdown_timeout_sec / 4)
+            end_connection_waits_at(self._work_until)
+            for thread_id in self._threads_to_interrupt:  # they have nothing to finish: no wait holds them
+                interrupt_connection_wait(thread_id)
         self.stop_requested.set()
         self.wake()
+        return self._stop_at
 
     def tick(self) -> bool:
         """One pass of the control loop; returns whether to keep going."""
         stopping = self.stop_requested.is_set()
         if stopping:
-            if self._stop_deadline is None:
-                self._stop_deadline = time.monotonic() + self._shutdown_timeout_sec
+            if not self._stopping_logged:
+                self._stopping_logged = True
                 log.info("stop requested; waiting for running work", extra={"running": self._in_flight()})
             if not self._in_flight():
                 return self._finish(release=False)
-            if time.monotonic() >= self._stop_deadline:
+            if time.monotonic() >= self._work_until:
                 return self._finish(release=True)
 
         self._wait(self._timeout(stopping))
@@ -165,8 +194,9 @@ class Runtime:
         return sum(source.in_flight() for source in self.sources)
 
     def _finish(self, *, release: bool) -> bool:
+        end_connection_waits_at(min(self._stop_at, time.monotonic() + FINISH_SEC))
         try:
-            self._ensure_connected()
+            self._session()
             for source in self.sources:
                 source.collect()  # runs that ended since the last pass go out with the last writes
                 source.finish(release)
@@ -192,7 +222,7 @@ class Runtime:
         if self._retry_at > now:
             deadlines.append(self._retry_at)
         if stopping:
-            deadlines.append(self._stop_deadline)
+            deadlines.append(self._work_until)
         return max(0.0, min(deadlines) - now)
 
     def _wait(self, timeout: float) -> None:
@@ -218,10 +248,8 @@ class Runtime:
     def wake(self) -> None:
         """Called from other threads: interrupt the control loop's wait (only if it waits)."""
         if self._asleep or self.stop_requested.is_set():
-            try:
+            with contextlib.suppress(BlockingIOError):  # the pipe is full: the loop is being woken anyway
                 os.write(self._wake_write, b"\0")
-            except BlockingIOError:
-                pass  # the pipe is full: the loop is being woken anyway
 
     # --- notifications and connections ------------------------------------------------------
 
@@ -253,12 +281,16 @@ class Runtime:
         for source in self.sources:
             source.recheck()
 
+    def _time_left(self, at_most: float) -> float:
+        """``at_most`` seconds, or less if the stop's deadline comes sooner."""
+        if self._stop_at is None:
+            return at_most
+        return max(0.0, min(at_most, self._stop_at - time.monotonic()))
+
     def _close_listener(self) -> None:
         if self._listener is not None:
-            try:
+            with contextlib.suppress(psycopg.Error):
                 self._listener.close()
-            except psycopg.Error:
-                pass
             self._listener = None
 
     def _on_database_error(self, exc: Exception) -> None:
@@ -274,4 +306,6 @@ class Runtime:
 
 
 def _connect_listener() -> psycopg.Connection:
-    return psycopg.connect(**listen_connection_params(), autocommit=True)
+    # A server that does not answer (a dead host drops packets) must not hold the loop, nor a stop.
+    timeout = max(2, round(connection_wait_left(LISTEN_CONNECT_TIMEOUT_SEC)))
+    return psycopg.connect(**listen_connection_params(), autocommit=True, connect_timeout=timeout)

@@ -39,16 +39,19 @@ class PeriodicRunner:
         self.runner_name = runner_name
         self._due_at = {task.name: 0.0 for task in tasks}
 
-    def run_due(self) -> float:
-        """Run every task that is due; return the seconds until one is due again."""
+    def run_due(self, stop: threading.Event) -> float:
+        """Run every task that is due (none more once ``stop`` is set); return the seconds until
+        one is due again."""
         for task in self.tasks:
+            if stop.is_set():
+                break
             if time.monotonic() >= self._due_at[task.name]:
                 self._due_at[task.name] = time.monotonic() + self._run(task)
         return max(0.0, min(self._due_at.values(), default=time.monotonic() + 60) - time.monotonic())
 
     def run_until(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            stop.wait(self.run_due())
+            stop.wait(self.run_due(stop))
 
     def _run(self, task: PeriodicTask) -> float:
         """Run one task if no other process does; return the seconds until it is due again."""
@@ -56,7 +59,7 @@ class PeriodicRunner:
             run = services.periodic_task_run(
                 name=task.name, period_sec=task.period_sec, runner=self.runner_name, work=task.work
             )
-        except Exception as exc:  # a database outage or a bug: the next try may succeed; the thread must live
+        except Exception as exc:  # noqa: BLE001 - an outage or a bug: logged, the next try may succeed; the thread must live
             log.warning("periodic task failed", extra={"task": task.name, "error": services.first_line(exc)})
             return min(task.period_sec, RETRY_AFTER_ERROR_SEC)
         finally:

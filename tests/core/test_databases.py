@@ -1,6 +1,9 @@
 """Telling a database error that passes from one that refuses the statement, on real errors; the
 process's bounded connection pool."""
 
+import threading
+import time
+
 import psycopg
 import pytest
 from django.conf import settings
@@ -8,8 +11,15 @@ from django.db import DatabaseError, connection
 from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from pipeline_project.databases import check_pooled_connection, connection_params, is_transient_error, session_set
-from pipeline_project.postgresql.base import DatabaseWrapper
+from pipeline_project.databases import (
+    check_pooled_connection,
+    connection_params,
+    end_connection_waits_at,
+    interrupt_connection_wait,
+    is_transient_error,
+    session_set,
+)
+from pipeline_project.postgresql.base import DatabaseWrapper, WaitCut
 from tests.conftest import ALL_DATABASES
 from tests.db_helpers import raw_connection, run_in_threads
 
@@ -102,10 +112,10 @@ def test_the_pool_lends_no_connection_known_to_be_dead():
             assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] != first
 
 
-def pooled_wrapper(**changes) -> DatabaseWrapper:
+def pooled_wrapper(*, timeout: float = 1, **changes) -> DatabaseWrapper:
     """A second wrapper of the default database's settings, with a pool of one and a 1-s wait."""
     settings_dict = {**connection.settings_dict, **changes}
-    pool = {**settings_dict["OPTIONS"]["pool"], "max_size": 1, "timeout": 1}
+    pool = {**settings_dict["OPTIONS"]["pool"], "max_size": 1, "timeout": timeout}
     return DatabaseWrapper({**settings_dict, "OPTIONS": {**settings_dict["OPTIONS"], "pool": pool}}, alias="second")
 
 
@@ -128,3 +138,36 @@ def test_a_pool_whose_connections_are_all_busy_says_so():
         wrapper.pool.putconn(held)
     finally:
         wrapper.close_pool()
+
+
+def test_a_stop_ends_the_waits_for_a_connection_at_its_deadline_and_the_interrupted_one_at_once():
+    wrapper = pooled_wrapper(timeout=30)
+    waited: dict[str, float] = {}
+
+    def wait(name: str) -> None:
+        started = time.monotonic()
+        try:
+            wrapper.pool.putconn(wrapper.pool.getconn())
+        except WaitCut:
+            waited[name] = time.monotonic() - started
+
+    waiters = {name: threading.Thread(target=wait, args=(name,)) for name in ("until the deadline", "interrupted")}
+    try:
+        wrapper.pool.open()
+        held = wrapper.pool.getconn()  # the pool's only connection: both wait for it
+        for thread in waiters.values():
+            thread.start()
+        time.sleep(0.3)
+        interrupt_connection_wait(waiters["interrupted"].ident)
+        end_connection_waits_at(time.monotonic() + 1)
+        for thread in waiters.values():
+            thread.join(timeout=10)
+        wrapper.pool.putconn(held)
+        after_the_stop = wrapper.pool.getconn(timeout=0.5)  # an idle connection is still lent at once
+        wrapper.pool.putconn(after_the_stop)
+    finally:
+        end_connection_waits_at(None)
+        wrapper.close_pool()
+
+    assert waited["interrupted"] < 0.3 + 0.5
+    assert 1.2 <= waited["until the deadline"] < 2.0

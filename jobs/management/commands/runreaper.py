@@ -1,10 +1,12 @@
-import signal
 import threading
+import time
 
 from django.core.management.base import BaseCommand
 
 from jobs.runtime.build import build_reaper
 from jobs.runtime.config import WorkerConfig
+from jobs.runtime.stopping import stopping_on_signals
+from pipeline_project.databases import interrupt_connection_wait
 
 
 class Command(BaseCommand):
@@ -17,8 +19,15 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args, **options):
-        runner = build_reaper(WorkerConfig.from_settings({}))
+        config = WorkerConfig.from_settings({})
+        runner = build_reaper(config)
         stop = threading.Event()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
-        runner.run_until(stop)
+        tasks_thread = threading.get_ident()
+
+        def request_stop() -> float:
+            stop.set()
+            interrupt_connection_wait(tasks_thread)  # a task waiting for a database that is gone ends now
+            return time.monotonic() + config.shutdown_timeout_sec
+
+        with stopping_on_signals(request_stop):
+            runner.run_until(stop)

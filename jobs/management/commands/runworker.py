@@ -1,5 +1,4 @@
 import os
-import signal
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -11,6 +10,7 @@ from jobs.registry import registry
 from jobs.runtime.build import build_worker
 from jobs.runtime.config import WorkerConfig, Workers, parse_workers, parse_workers_json, worker_flag_entry
 from jobs.runtime.registry import StartRefused
+from jobs.runtime.stopping import stopping_on_signals
 
 
 class Command(BaseCommand):
@@ -64,10 +64,9 @@ class Command(BaseCommand):
 
         if options["metrics_port"]:
             start_http_server(options["metrics_port"], addr=options["metrics_addr"])
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: worker.request_stop())
         try:
-            worker.run()
+            with stopping_on_signals(worker.request_stop):
+                worker.run()
         finally:
             if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
                 multiprocess.mark_process_dead(os.getpid())  # its live gauges leave /metrics with it
