@@ -25,8 +25,11 @@ setup: install
 run: setup
 	$(BIN)/python manage.py runservice
 
+# The suite in TEST_WORKERS processes (pytest-xdist), each with test databases and temp dirs of its
+# own; the end-to-end tests share one of them (tests/conftest.py), so that two never run together.
+TEST_WORKERS ?= 4
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench-tracking: install
 	$(BIN)/python bench/tracking_api.py $(BENCH_ARGS)

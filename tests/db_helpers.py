@@ -60,3 +60,29 @@ def listening(alias: str, channel: str):
             return sorted(notify.payload for notify in conn.notifies(timeout=timeout, stop_after=10_000))
 
         yield received
+
+
+# Tables a test's teardown never empties: what migrate wrote and no test changes.
+KEPT_TABLES = frozenset({"django_migrations", "django_content_type", "auth_permission"})
+_written_tables_sql: dict[str, str] = {}
+
+
+def empty_written_tables(test_case) -> None:
+    """``TransactionTestCase._fixture_teardown``, cheaper: empty only the tables the test wrote
+    (one statement finds them), and keep the content types and permissions, so that nothing has
+    to be made again (Django's flush truncates every table, then rebuilds those: ~0.3 s a test)."""
+    for alias in test_case._databases_names(include_mirrors=False):
+        connection = connections[alias]
+        if alias not in _written_tables_sql:
+            tables = sorted(
+                set(connection.introspection.django_table_names(only_existing=True, include_views=False)) - KEPT_TABLES
+            )
+            quoted = [connection.ops.quote_name(table) for table in tables]
+            _written_tables_sql[alias] = " UNION ALL ".join(
+                f"SELECT '{name}' WHERE EXISTS (SELECT FROM {name})" for name in quoted
+            )
+        with connection.cursor() as cursor:
+            cursor.execute(_written_tables_sql[alias])
+            written = [row[0] for row in cursor.fetchall()]
+            if written:
+                cursor.execute(f"TRUNCATE {', '.join(written)} CASCADE")

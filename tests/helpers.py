@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 
 def wait_for(condition, *, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
@@ -125,3 +126,10 @@ def logged_in_page(browser, base_url: str, *, username: str, password: str, next
     page.fill("#id_password", password)
     page.click("input[type=submit]")
     return page
+
+
+class QuickPBKDF2PasswordHasher(PBKDF2PasswordHasher):
+    """Django's default hasher at 1,000 iterations instead of over a million (0.4 s a password):
+    the suite's users get hashes that any server of the project verifies (the count is in the hash)."""
+
+    iterations = 1000

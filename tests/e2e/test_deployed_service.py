@@ -7,6 +7,7 @@ the streams' re-reads) are set far beyond each test's time, so every wake-up is 
 Through PgBouncer, the ``route`` fixture then checks that no server connection of the pool
 kept anything of a client's session."""
 
+import itertools
 import json
 import statistics
 import time
@@ -96,7 +97,7 @@ def test_jobs_triggered_over_http_are_picked_on_notify_and_their_events_followed
             outside_the_pool = sessions_outside_the_pool(route.bouncer)
             clients = {row["application_name"] for row in route.bouncer.show("CLIENTS")}
 
-    print(f"\n{route.name}: picked after {ms(picked_after)} ms, followed after {ms(followed_after)} ms")
+    print(f"\n{route.name}: picked after {ms(picked_after)} ms, followed after {ms(followed_after)} ms")  # noqa: T201 - reports the figures
     assert statistics.median(picked_after) < 0.1 and max(picked_after) < 1, picked_after
     assert statistics.median(followed_after) < 0.1 and max(followed_after) < 1, followed_after
     runs: dict[str, list] = {}
@@ -105,11 +106,13 @@ def test_jobs_triggered_over_http_are_picked_on_notify_and_their_events_followed
         runs.setdefault(job.lock_key, []).append((result["started"], result["ended"]))
     for key, intervals in runs.items():
         intervals.sort()
-        assert all(a[1] <= b[0] for a, b in zip(intervals, intervals[1:])), f"{key} overlapped"
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(intervals)), f"{key} overlapped"
     if route.bouncer:
         # Only the LISTEN connections go straight to the server; everything else through the pooler.
         assert set(outside_the_pool) == {WEB, WORKER}, outside_the_pool
-        assert all(query.startswith("LISTEN") for queries in outside_the_pool.values() for query in queries)
+        assert all(query.startswith("LISTEN") for queries in outside_the_pool.values() for query in queries), (
+            outside_the_pool
+        )
         assert {WEB, WORKER} <= clients
 
 
@@ -132,7 +135,7 @@ def test_a_process_call_answers_and_a_timer_fires_through_the_web_server_and_a_w
         refused = client.post(f"{process}/call", json={"args": {"error": "boom"}})
         trace = client.get(f"{process}/trace").json()["tasks"]
 
-    print(f"\n{route.name}: calls took {ms(calls)} ms")
+    print(f"\n{route.name}: calls took {ms(calls)} ms")  # noqa: T201 - reports the figures
     # A waiter re-reads its task every 5 s without a NOTIFY, a worker sweeps every 60 s here.
     assert max(calls) < 1, calls
     assert refused.status_code == 422 and refused.json()["details"]["reason"] == {"error": "boom"}
