@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run test bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web db-stop clean
+.PHONY: install setup run test lint bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ run: setup
 TEST_WORKERS ?= 4
 test: install
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# The linter and the formatter, as CI runs them (settings in pyproject.toml).
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 bench-tracking: install
 	$(BIN)/python bench/tracking_api.py $(BENCH_ARGS)

@@ -18,6 +18,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import django
 import psycopg
 from psycopg import sql
 
@@ -25,9 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pipeline_project.settings")
 
-import django
-
-from pipeline_project.databases import connection_params, database_url
+from pipeline_project.databases import connection_params, database_url  # noqa: E402 - importable once ROOT is on sys.path
 
 PYTHON = sys.executable
 # A prefix of its own lets two benchmarks share one server without dropping each other's databases.
@@ -124,7 +123,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 @contextmanager
-def gunicorn(env: dict, *, workers: int = 2, app: str = "pipeline_project.asgi:application", options=(), probe="/health"):
+def gunicorn(
+    env: dict, *, workers: int = 2, app: str = "pipeline_project.asgi:application", options=(), probe="/health"
+):
     """A real web server on a free port, as `make run` starts it (gunicorn, uvicorn workers, ASGI)
     unless ``app`` and ``options`` (gunicorn's, after the project's config) say otherwise."""
     port = free_port()

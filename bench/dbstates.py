@@ -41,6 +41,7 @@ under /tmp (a server's Unix socket path must stay short); drops and removes them
 import argparse
 import functools
 import importlib
+import itertools
 import os
 import statistics
 import subprocess
@@ -185,7 +186,7 @@ def span_tree(spans) -> dict[tuple[str, ...], float]:
             (s for s in spans if s is not span and s[1] == thread and s[2] <= start and end <= s[3]),
             key=lambda s: (s[2], -s[3]),
         )
-        path = tuple(s[0] for s in parents) + (label,)
+        path = (*(s[0] for s in parents), label)
         totals[path] = totals.get(path, 0.0) + (end - start)
     return totals
 
@@ -355,7 +356,7 @@ class Floor:
 
 def phases(marks: list[tuple[str, float]]) -> dict:
     figures = {"total": marks[-1][1] - marks[0][1]}
-    for (_, before), (name, after) in zip(marks, marks[1:]):
+    for (_, before), (name, after) in itertools.pairwise(marks):
         figures[name] = after - before
     return {"figures": figures}
 
@@ -434,7 +435,9 @@ def create_cost_ms(directory: Path, files: int = 500) -> float:
 def describe(args, image, store: Path, first: dict, base: Path, state: Path) -> None:
     from jobs.dbstates import postgres, statefs
 
-    fs_type = subprocess.run(["stat", "-f", "-c", "%T", str(store)], capture_output=True, text=True).stdout.strip()
+    fs_type = subprocess.run(
+        ["stat", "-f", "-c", "%T", str(store)], capture_output=True, text=True, check=False
+    ).stdout.strip()
 
     def size(path: Path) -> str:
         files = sum(len(names) for _dir, _dirs, names in os.walk(path))
@@ -544,8 +547,8 @@ def main() -> None:
                     steps = {
                         "cached": lambda: engine.prepare(cached_script),
                         "cached floor": lambda: floor.cached(state),
-                        "uncached": lambda: engine.prepare(script),
-                        "uncached floor": lambda: floor.uncached(base, script),
+                        "uncached": lambda script=script: engine.prepare(script),
+                        "uncached floor": lambda script=script: floor.uncached(base, script),
                     }
                     order = list(steps) if number % 2 == 0 else ["cached floor", "cached", "uncached floor", "uncached"]
                     for name in order:

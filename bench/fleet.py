@@ -85,18 +85,24 @@ def scratch_server(directory: Path, *, statements: bool = False):
     as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     if as_user:
         shutil.chown(directory, "postgres")
-    subprocess.run([*as_user, binaries / "initdb", "-D", data, "-U", "postgres", "-A", "trust"], check=True, capture_output=True)
+    subprocess.run(
+        [*as_user, binaries / "initdb", "-D", data, "-U", "postgres", "-A", "trust"], check=True, capture_output=True
+    )
     settings = f"max_connections = {MAX_CONNECTIONS}\nport = {port}\nlisten_addresses = '127.0.0.1'\n"
     settings += "unix_socket_directories = ''\nfsync = off\nshared_buffers = 256MB\njit = off\n"
     if statements:
         settings += "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n"
     (data / "postgresql.auto.conf").write_text(settings)
     log = directory / "server.log"
-    subprocess.run([*as_user, binaries / "pg_ctl", "-D", data, "-l", log, "-w", "start"], check=True, capture_output=True)
+    subprocess.run(
+        [*as_user, binaries / "pg_ctl", "-D", data, "-l", log, "-w", "start"], check=True, capture_output=True
+    )
     try:
         yield {"host": "127.0.0.1", "port": port, "user": "postgres", "dbname": "postgres"}, log
     finally:
-        subprocess.run([*as_user, binaries / "pg_ctl", "-D", data, "-m", "fast", "stop"], capture_output=True)
+        subprocess.run(
+            [*as_user, binaries / "pg_ctl", "-D", data, "-m", "fast", "stop"], capture_output=True, check=False
+        )
 
 
 def environment(server: dict, bouncer_port: int, *, prefix: str = "") -> dict:
@@ -165,7 +171,12 @@ def web(env: dict, logs: Path):
     port = free_port()
     log = (logs / "web.log").open("w")
     process = subprocess.Popen(
-        [str(Path(PYTHON).parent / "gunicorn"), "-c", "pipeline_project/gunicorn_conf.py", "pipeline_project.asgi:application"],
+        [
+            str(Path(PYTHON).parent / "gunicorn"),
+            "-c",
+            "pipeline_project/gunicorn_conf.py",
+            "pipeline_project.asgi:application",
+        ],
         cwd=ROOT,
         env={**env, "WEB_BIND": f"127.0.0.1:{port}", "WEB_WORKERS": "4"},
         stdout=log,
@@ -205,9 +216,10 @@ class Sampler:
 
     def _run(self) -> None:
         admin = {**self.server, "port": self.bouncer_port, "dbname": "pgbouncer"}
-        with psycopg.connect(**self.server, autocommit=True) as conn, psycopg.connect(
-            **admin, autocommit=True, cursor_factory=psycopg.ClientCursor
-        ) as console:
+        with (
+            psycopg.connect(**self.server, autocommit=True) as conn,
+            psycopg.connect(**admin, autocommit=True, cursor_factory=psycopg.ClientCursor) as console,
+        ):
             while not self._stop.wait(0.1):
                 backends = conn.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
@@ -303,7 +315,9 @@ def drained(server: dict, count: int, round_name: str, timeout: float) -> dict:
             )
         ]
         statuses = dict(
-            conn.execute("SELECT status::text, count(*) FROM dl_jobs WHERE lock_key LIKE %s GROUP BY 1", [like]).fetchall()
+            conn.execute(
+                "SELECT status::text, count(*) FROM dl_jobs WHERE lock_key LIKE %s GROUP BY 1", [like]
+            ).fetchall()
         )
         picks = conn.execute(
             "SELECT count(*) FROM dl_job_events e JOIN dl_jobs j USING (job_id) WHERE j.lock_key LIKE %s AND e.kind = 'picked'",
@@ -317,7 +331,9 @@ def refusals(*logs: Path) -> int:
     return sum(log.read_text(errors="replace").lower().count(word) for log in logs for word in REFUSALS)
 
 
-def run_round(name: str, count: int, env: dict, server: dict, bouncer, logs: Path, token: str, web_port: int, args) -> dict:
+def run_round(
+    name: str, count: int, env: dict, server: dict, bouncer, logs: Path, token: str, web_port: int, args
+) -> dict:
     round_logs = logs / name
     round_logs.mkdir()
     with workers(env, count, round_logs, server), Sampler(server, bouncer.port) as sampler:
@@ -355,7 +371,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--pool-size", type=int, default=POOL_SIZE, help="PgBouncer's server connections per database")
-    parser.add_argument("--statements", action="store_true", help="print the statements that took longest (pg_stat_statements)")
+    parser.add_argument(
+        "--statements", action="store_true", help="print the statements that took longest (pg_stat_statements)"
+    )
     args = parser.parse_args()
 
     from tests.e2e.pgbouncer import started as pgbouncer_started
@@ -368,7 +386,9 @@ def main() -> None:
         (directory / "logs").mkdir()
         server, server_log = stack.enter_context(scratch_server(directory / "server", statements=args.statements))
         prepare_databases(server)
-        bouncer = stack.enter_context(pgbouncer_started(directory / "bouncer", server=server, pool_size=args.pool_size, pools=WEB_POOLS))
+        bouncer = stack.enter_context(
+            pgbouncer_started(directory / "bouncer", server=server, pool_size=args.pool_size, pools=WEB_POOLS)
+        )
         env = environment(server, bouncer.port)
         token = manage(env, "apitoken", "create", "fleet").strip()
         web_port = stack.enter_context(web(environment(server, bouncer.port, prefix="web_"), directory / "logs"))
@@ -381,7 +401,9 @@ def main() -> None:
         rows, ratios = [], []
         for number in range(1, args.rounds + 1):
             pair = run_round(f"pair{number}", 2, env, server, bouncer, directory / "logs", token, web_port, args)
-            fleet = run_round(f"fleet{number}", args.workers, env, server, bouncer, directory / "logs", token, web_port, args)
+            fleet = run_round(
+                f"fleet{number}", args.workers, env, server, bouncer, directory / "logs", token, web_port, args
+            )
             ratios.append(fleet["rate"] / pair["rate"])
             rows.append(row(f"round {number}: 2 runworkers × {SLOTS}", pair, args.jobs))
             rows.append(row(f"round {number}: {args.workers} runworkers × {SLOTS}", fleet, args.jobs))

@@ -126,10 +126,7 @@ def main() -> None:
                     count = args.items if name == OURS else args.peer_items
                     for phase, status in (("insert", "running"), ("update", "completed")):
                         items = items_for(run, count, status)
-                        if name == OURS:
-                            seconds = ours(items, args.batch)
-                        else:
-                            seconds = executemany(conn, items, args.batch)
+                        seconds = ours(items, args.batch) if name == OURS else executemany(conn, items, args.batch)
                         rates.setdefault(f"{name}, {phase}", []).append(count / seconds)
         print(
             f"{os.cpu_count()} CPUs; items_upsert {args.items:,} items, executemany {args.peer_items:,}, "

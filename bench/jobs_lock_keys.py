@@ -125,7 +125,7 @@ def run_once(params: dict, env: dict, args, seed: int) -> dict:
         overlapping = overlaps(conn)
         requeues = conn.execute("SELECT count(*) FROM dl_job_events WHERE kind = 'requeue'").fetchone()[0]
     slots = args.workers * args.concurrency
-    ideal = max(max(per_key.values()), sum(per_key.values()) / slots)
+    ideal = max(*per_key.values(), sum(per_key.values()) / slots)
     return {
         "wall": float(wall),
         "ideal": ideal,

@@ -470,7 +470,7 @@ def bench_latency(params: dict, env: dict, args) -> None:
     for name, value in figures.items():
         target = LATENCY_TARGETS.get(name)
         row = (name[:-3], f"{value:7.2f} ms")
-        rows.append(row + (f"target ≤ {target} ms: {verdict(value <= target)}",) if target else row)
+        rows.append((*row, f"target ≤ {target} ms: {verdict(value <= target)}") if target else row)
     print_table(
         f"4. enqueue → start latency: {len(latencies):,} jobs one at a time (after {WARMUP} warm-up jobs), idle "
         f"runworker --queue {QUEUE}:{LATENCY_CONCURRENCY}; handler's time.time() − time.time() after the commit",

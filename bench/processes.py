@@ -163,7 +163,9 @@ def bench_calls(env, args) -> list[tuple]:
                 print(f"round {round_number + 1}  {side:<8} {figures[side][-1][0]:>7,.0f} calls/s")
     service_rate = statistics.median(rate for rate, _ in figures["service"])
     http_rate = statistics.median(rate for rate, _ in figures["http"])
-    ratio = statistics.median(http[0] / service[0] for http, service in zip(figures["http"], figures["service"]))
+    ratio = statistics.median(
+        http[0] / service[0] for http, service in zip(figures["http"], figures["service"], strict=True)
+    )
 
     def latency(side: str) -> str:
         every = [ms for _, latencies in figures[side] for ms in latencies]
@@ -234,8 +236,11 @@ def main() -> None:
 
     with processes_served() as env:
         print(f"{os.cpu_count()} CPUs; one runworker serving bench.echo:16 and bench.timer:16")
-        print_table(f"1. synchronous calls over 100 processes, median of {args.rounds} round(s)", bench_calls(env, args))
+        print_table(
+            f"1. synchronous calls over 100 processes, median of {args.rounds} round(s)", bench_calls(env, args)
+        )
         print_table("2. timers", bench_timers(args))
+
 
 if __name__ == "__main__":
     main()

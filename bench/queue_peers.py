@@ -219,7 +219,9 @@ def main() -> None:
         import pgqueuer  # noqa: F401
         import procrastinate  # noqa: F401
     except ImportError:
-        raise SystemExit("install the peers first: .venv/bin/python -m pip install -r bench/requirements-peers.txt")
+        raise SystemExit(
+            "install the peers first: .venv/bin/python -m pip install -r bench/requirements-peers.txt"
+        ) from None
 
     logging.getLogger("procrastinate").setLevel(logging.WARNING)  # it logs every deferred job
     params = server_params()

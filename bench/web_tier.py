@@ -158,7 +158,9 @@ def measure(servers: dict, args, token: str, endpoints: Endpoints) -> dict:
                 pid = SERVER_PIDS[servers[name]]
                 cpu_before = cpu_seconds(pid)
                 rate, statuses, _latencies = asyncio.run(
-                    keep_alive_load(servers[name], getattr(endpoints, endpoint), token, clients=CLIENTS, seconds=args.seconds)
+                    keep_alive_load(
+                        servers[name], getattr(endpoints, endpoint), token, clients=CLIENTS, seconds=args.seconds
+                    )
                 )
                 cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / max(1, sum(statuses.values()))
                 failed = {status: count for status, count in statuses.items() if not 200 <= status < 300}
@@ -174,7 +176,7 @@ def report(rates: dict, args) -> None:
     rows = []
     for endpoint in args.only:
         deployed, wsgi = rates[(endpoint, "deployed")], rates[(endpoint, "wsgi")]
-        ratio = statistics.median(a[0] / b[0] for a, b in zip(deployed, wsgi))
+        ratio = statistics.median(a[0] / b[0] for a, b in zip(deployed, wsgi, strict=True))
         deployed_rate = statistics.median(rate for rate, _cpu in deployed)
         checks = [f"≥ {RATIO_TARGET}×: {'PASS' if ratio >= RATIO_TARGET else 'FAIL'}"]
         if endpoint == "health":

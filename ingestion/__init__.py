@@ -1,4 +1,1 @@
-"""Seed 004: ingestion runs and items, the /pipeline pages and the reference handlers.
-
-Not built yet; the app is installed so its migrations and pages have a home.
-"""
+"""Seed 004: ingestion runs and their items, the /pipeline pages, and the discover -> download -> ocr job handlers."""

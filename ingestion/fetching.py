@@ -13,7 +13,7 @@ import hashlib
 import socket
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -110,10 +110,8 @@ class _SocketCutter:
     def _cut(self) -> None:
         with self._lock:
             for sock in self._sockets:
-                try:
+                with suppress(OSError):  # closed already
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass  # closed already
 
 
 class Fetcher:
@@ -212,15 +210,17 @@ class Fetcher:
     def _request(self, url: str, delay_sec: float) -> Iterator[tuple[httpx.Response, politeness.Turn]]:
         """One GET in its turn at the host; the slot is held until the response is closed."""
         try:
-            with politeness.host_turn(
-                host=origin_of(url)[1],
-                limit=self.rules.max_concurrent_per_host,
-                source_id=self.rules.source_id,
-                delay_sec=delay_sec,
-                stop=self._stop,
-            ) as turn:
-                with self._client.stream("GET", url, extensions={"trace": self._cutter.trace}) as response:
-                    yield response, turn
+            with (
+                politeness.host_turn(
+                    host=origin_of(url)[1],
+                    limit=self.rules.max_concurrent_per_host,
+                    source_id=self.rules.source_id,
+                    delay_sec=delay_sec,
+                    stop=self._stop,
+                ) as turn,
+                self._client.stream("GET", url, extensions={"trace": self._cutter.trace}) as response,
+            ):
+                yield response, turn
         except httpx.HTTPError as exc:
             if self._stop.is_set():
                 raise Stopped("stopped while fetching") from None

@@ -32,4 +32,3 @@ def download(ctx):
 @task("ocr")
 def ocr(ctx):
     return _run_step(ctx, "ocr", lambda step: steps.ocr(step=step, url=ctx.args["url"], path=ctx.args["path"]))
-

@@ -18,6 +18,7 @@ where ``sha256`` is the hex digest of the URL normalized by :func:`normalize_url
 
 import hashlib
 import re
+from contextlib import suppress
 from urllib.parse import quote, urlsplit, urlunsplit
 
 KEY_RULES = {
@@ -53,10 +54,8 @@ def normalize_url(url: str) -> str:
     if scheme not in DEFAULT_PORTS or not parts.hostname:
         raise ValueError(f"not an absolute http(s) URL: {url!r}")
     host = parts.hostname.rstrip(".")  # urlsplit lower-cases it
-    try:
+    with suppress(UnicodeError):  # not a valid IDN: kept lower-cased
         host = host.encode("idna").decode("ascii")
-    except UnicodeError:
-        pass  # not a valid IDN: kept lower-cased
     try:
         port = parts.port
     except ValueError:

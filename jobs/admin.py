@@ -1,5 +1,6 @@
 import json
 import uuid
+from contextlib import suppress
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
@@ -137,10 +138,8 @@ class JobAdmin(DashboardAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
         if term.startswith("error:"):
             return queryset.filter(error__icontains=term.removeprefix("error:").strip()), False
         matches = Q(idempotency_key=term) | Q(lock_key=term)
-        try:
+        with suppress(ValueError):  # not a job id; the keys may still match
             matches |= Q(job_id=uuid.UUID(term))
-        except ValueError:
-            pass  # not a job id; the keys may still match
         return queryset.filter(matches), False
 
     @admin.action(description="Retry selected jobs (failed, canceled or lost only)", permissions=["repair"])
@@ -349,7 +348,14 @@ class QueueAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Queues an operator paused (or resumed) or limited; the dashboard pauses and limits any queue."""
 
     list_display = [
-        "name", "paused", "max_running", "rate_limit", "rate_period_sec", "limit_per_partition", "changed_at", "changed_by"
+        "name",
+        "paused",
+        "max_running",
+        "rate_limit",
+        "rate_period_sec",
+        "limit_per_partition",
+        "changed_at",
+        "changed_by",
     ]
 
 

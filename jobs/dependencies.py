@@ -24,6 +24,7 @@ def shown_status(status: str, available_at) -> str:
     """A job's status as pages and the API show it: "waiting" for a queued job that waits for others."""
     return "waiting" if status == "queued" and available_at == WAITING_AVAILABLE_AT else status
 
+
 # Returns the jobs it canceled. Locks the jobs first (a statement of its own), so two upstream
 # jobs ending at once settle their dependent one after the other, the second reading the
 # first's committed status.

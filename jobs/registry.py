@@ -265,7 +265,7 @@ def run_handler(handlers: Registry, context: JobContext, *, retry_backoff_sec: f
         )
     except FatalError as exc:
         return failure_outcome(job, exc, kind="fatal", started=started, progress=context.unwritten_progress())
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - whatever the handler raises is the run's outcome, recorded
         backoff = handler.retry_backoff_sec if handler and handler.retry_backoff_sec is not None else retry_backoff_sec
         return failure_outcome(
             job,

@@ -12,7 +12,7 @@ from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from jobs.dependencies import WAITING_AVAILABLE_AT, shown_status
-from jobs.models import FINISHED_STATUSES, Job, JobEvent, JobStatus, PeriodicTask, Queue, Worker
+from jobs.models import FINISHED_STATUSES, Job, JobStatus, PeriodicTask, Queue, Worker
 from pipeline_project.core import sql
 from pipeline_project.core.errors import NotFoundError
 from pipeline_project.core.snapshot import snapshot
@@ -58,10 +58,6 @@ def job_dependencies(*, job_id: uuid.UUID) -> dict[str, list[Linked]]:
 def job_list():
     """All jobs, newest first (job ids are time-ordered); the API filters and paginates this."""
     return Job.objects.order_by("-job_id")
-
-
-def job_events(*, job_id: uuid.UUID, after: int = 0, limit: int = 1000) -> list[JobEvent]:
-    return list(JobEvent.objects.filter(job_id=job_id, event_id__gt=after).order_by("event_id")[:limit])
 
 
 def job_status(*, job_id: uuid.UUID) -> str | None:

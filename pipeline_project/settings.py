@@ -317,7 +317,9 @@ DL_RETENTION_MAX_IDENTICAL = env_number("DL_RETENTION_MAX_IDENTICAL", 100, int)
 # late a tick may be enqueued before it counts as missed (then its schedule's missed policy decides).
 DL_SCHEDULES_CHECK_SEC = env_number("DL_SCHEDULES_CHECK_SEC", 1.0)
 DL_SCHEDULES_GRACE_SEC = env_number("DL_SCHEDULES_GRACE_SEC", 60)
-WORKERS_JSON = os.environ.get("WORKERS_JSON", '[{"queue": "default", "concurrency": 4}, {"queue": "sqlrs", "concurrency": 2}]')
+WORKERS_JSON = os.environ.get(
+    "WORKERS_JSON", '[{"queue": "default", "concurrency": 4}, {"queue": "sqlrs", "concurrency": 2}]'
+)
 # Modules with @task handlers besides every installed app's job_handlers module.
 JOBS_HANDLER_MODULES = env_list("JOBS_HANDLER_MODULES", "")
 # Modules that register process namespaces (``jobs.processes.registry.namespace``), besides

@@ -1,6 +1,7 @@
 """The web server's gunicorn worker: uvicorn's, accepting on a listening socket of its own."""
 
 import socket
+from contextlib import suppress
 
 from uvicorn_worker import UvicornWorker as BaseUvicornWorker
 
@@ -34,10 +35,8 @@ def own_listener(shared, *, backlog: int):
     own.bind(shared.getsockname()[:2])
     own.listen(backlog)
     own.setblocking(False)
-    try:
-        shared.shutdown(socket.SHUT_RD)  # stops listening, for every worker (another did already, or will)
-    except OSError:
-        pass
+    with suppress(OSError):  # stops listening, for every worker (another did already, or will)
+        shared.shutdown(socket.SHUT_RD)
     return own
 
 

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from jobs import services
-from jobs.models import Job, JobEvent
+from jobs.models import Job
 from pipeline_project.core.fields import QueryIntegerField, StrictBooleanField, StrictCharField, StrictIntegerField
 from pipeline_project.core.serializers import RequestSerializer
 
@@ -117,14 +117,6 @@ class JobDetailSerializer(JobSerializer):
     class Meta(JobSerializer.Meta):
         fields = [*JobSerializer.Meta.fields, "depends_on", "needed_by"]
         read_only_fields = fields
-
-
-class JobEventSerializer(serializers.ModelSerializer):
-    job_id = serializers.UUIDField()
-
-    class Meta:
-        model = JobEvent
-        fields = ["event_id", "job_id", "queue", "ts", "kind", "payload"]
 
 
 class EventsQuerySerializer(serializers.Serializer):

@@ -132,9 +132,7 @@ class PrepareJobAdmin(OneSnapshotPagesMixin, ServiceDeletionMixin, ReadOnlyAdmin
 
     @admin.action(permissions=["repair"], description="Cancel the selected queued or running jobs")
     def cancel_jobs(self, request, queryset):
-        cancelled = sum(
-            services.prepare_job_cancel(job_id=job_id) for job_id in queryset.values_list("pk", flat=True)
-        )
+        cancelled = sum(services.prepare_job_cancel(job_id=job_id) for job_id in queryset.values_list("pk", flat=True))
         self.message_user(request, f"Cancellation requested for {cancelled} job(s); finished ones were left alone.")
 
     def delete_service(self, obj, **flags):

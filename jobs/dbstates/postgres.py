@@ -107,10 +107,8 @@ def init_base(image, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.mkdir(mode=0o700)
     own(target)
-    _run_as_server_user(
-        [image.program("initdb"), "-D", str(target), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--locale=C"]
-        + ["--no-sync"]
-    )
+    flags = ["--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"]
+    _run_as_server_user([image.program("initdb"), "-D", str(target), "-U", SUPERUSER, *flags])
 
 
 def _run_as_server_user(args: list[str]) -> None:
@@ -153,7 +151,7 @@ def start(image, data_dir: Path, *, attempts: int = 3) -> Server:
         try:
             return _wait_ready(data_dir, process, port)
         except ServerError as exc:
-            if "could not bind" not in str(exc) and "already in use" not in str(exc) or attempt == attempts - 1:
+            if ("could not bind" not in str(exc) and "already in use" not in str(exc)) or attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
 

@@ -115,7 +115,7 @@ def _marker_valid(path: Path) -> bool:
         return False
     if not isinstance(written, dict):
         return False
-    return written.get("durable") is True or bool(written.get("boot")) and written.get("boot") == boot_id()
+    return written.get("durable") is True or (bool(written.get("boot")) and written.get("boot") == boot_id())
 
 
 def _syncfs(path: Path) -> None:

@@ -94,9 +94,7 @@ class ProcessAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             ),
             *super().get_urls(),
         ]
-        return [
-            URLPattern(url.pattern, read_in_snapshot(url.callback), url.default_args, url.name) for url in urls
-        ]
+        return [URLPattern(url.pattern, read_in_snapshot(url.callback), url.default_args, url.name) for url in urls]
 
     def namespaces_view(self, request):
         if not self.has_view_permission(request):

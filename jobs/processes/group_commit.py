@@ -3,20 +3,17 @@
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
-
-Item = TypeVar("Item")
 
 
 @dataclass(eq=False)
-class _Waiting(Generic[Item]):
+class _Waiting[Item]:
     item: Item
     woken: threading.Event = field(default_factory=threading.Event)
     written: bool = False
     error: BaseException | None = None
 
 
-class GroupCommit(Generic[Item]):
+class GroupCommit[Item]:
     """``write(items)`` for the items of many threads, one call for all that came meanwhile.
 
     A thread that finds no write under way writes its item at once (no lingering: alone, an
@@ -51,7 +48,7 @@ class GroupCommit(Generic[Item]):
         error = None
         try:
             self._write([waiting.item for waiting in batch])
-        except BaseException as exc:  # each waiter hears it and decides for its own item
+        except BaseException as exc:  # noqa: BLE001 - not swallowed: each waiter hears it and decides for its own item
             error = exc
         with self._lock:
             following = self._waiting[0] if self._waiting else None

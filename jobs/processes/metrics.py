@@ -1,9 +1,9 @@
-"""The seed's eight progressor histograms, in milliseconds, with progressor's buckets and labels."""
+"""The seed's progressor histograms, in milliseconds, with progressor's buckets and labels (not its
+notification histogram: nothing here sends the notifications it times)."""
 
 from prometheus_client import Histogram
 
 BUCKETS = (50, 150, 300, 500, 750, 1000)
-NOTIFICATION_BUCKETS = (10, 50, 150, 300, 500, 1000)
 
 CALLS_SCANNING = Histogram(
     "progressor_calls_scanning_duration_ms",
@@ -46,10 +46,4 @@ PROCESS_REMOVING = Histogram(
     "Task completion durations in millisecond",
     ["namespace"],
     buckets=BUCKETS,
-)
-NOTIFICATION = Histogram(
-    "progressor_notification_duration_ms",
-    "Notification durations in millisecond",
-    ["namespace", "notification_type"],
-    buckets=NOTIFICATION_BUCKETS,
 )

@@ -207,9 +207,10 @@ def namespaces_counts(*, namespace: str | None = None) -> list[dict[str, Any]]:
     names = [namespace] if namespace is not None else sorted(set(names_registered()) | set(_namespaces_stored()))
     by_status: dict[str, dict[str, int]] = {name: dict.fromkeys(PROCESS_STATUSES, 0) for name in names}
     for name, status, count in (
-        Process.objects.filter(**filters).values("namespace", "status").annotate(n=Count("id")).values_list(
-            "namespace", "status", "n"
-        )
+        Process.objects.filter(**filters)
+        .values("namespace", "status")
+        .annotate(n=Count("id"))
+        .values_list("namespace", "status", "n")
     ):
         by_status.setdefault(name, dict.fromkeys(PROCESS_STATUSES, 0))[status] = count
     running = _counts_by_namespace(Running.objects.filter(**filters))

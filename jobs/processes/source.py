@@ -78,7 +78,10 @@ class NamespaceSource:
         self.runtime = runtime
         for lane in self.lanes.values():
             lane.start()
-        log.info("serving process namespaces", extra={"namespaces": {n: l.concurrency for n, l in self.lanes.items()}})
+        log.info(
+            "serving process namespaces",
+            extra={"namespaces": {name: lane.concurrency for name, lane in self.lanes.items()}},
+        )
 
     def stop(self) -> None:
         for lane in self.lanes.values():
@@ -175,7 +178,7 @@ class NamespaceSource:
         started = time.perf_counter()
         try:
             outcome = services.result_parse(definition.process(task.task_type, task.args, task.view, task.context))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a process's failure is its task's outcome, recorded
             outcome = exception_text(exc)  # the process's detail and the caller's reason: masked, storable
         metrics.TASK_PROCESSING.labels(namespace=definition.name, task_type=task.task_type).observe(
             (time.perf_counter() - started) * 1000

@@ -32,7 +32,7 @@ def task_outcome(task_id: int) -> TaskOutcome | None:
     return None if row is None else TaskOutcome(row[0], sql.json_value(row[1]), row[2])
 
 
-def _notified_outcome(received: dict[str, str], task_id: int) -> TaskOutcome | None | bool:
+def _notified_outcome(received: dict[str, str], task_id: int) -> TaskOutcome | bool | None:
     """The outcome a task's end notification carried (``[status, response, process status]``,
     when short), or False: read it."""
     data = received.pop(str(task_id), "")
@@ -97,7 +97,11 @@ async def task_waiter_async():
 
 
 async def wait_for_task_async(
-    task_id: int, *, timeout: float, since: Listening | None = None, resources: WaitingResources | None = None
+    task_id: int,
+    *,
+    timeout: float,  # noqa: ASYNC109 - as wait_for_task's: StepTimeoutError at the deadline
+    since: Listening | None = None,
+    resources: WaitingResources | None = None,
 ) -> TaskOutcome | None:
     """``wait_for_task`` on the event loop."""
     if resources is None:

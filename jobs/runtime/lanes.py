@@ -5,17 +5,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Generic, TypeVar
 
 from pipeline_project.databases import release_connections
 
 log = logging.getLogger("jobs.runtime")
 
-Run = TypeVar("Run")
-Outcome = TypeVar("Outcome")
 
-
-class Lane(Generic[Run, Outcome]):
+class Lane[Run, Outcome]:
     """``concurrency`` threads running one kind of work, and the slots they run it in.
 
     A thread holds a database connection only while a run (or its report) uses one: it gives

@@ -3,7 +3,6 @@
 import logging
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
 
 from django.db import connection
 
@@ -11,10 +10,8 @@ from jobs.runtime.database import DATABASE_ERRORS, error_extra
 
 log = logging.getLogger("jobs.runtime")
 
-Item = TypeVar("Item")
 
-
-class Recorder(Generic[Item]):
+class Recorder[Item]:
     """Collects finished runs and writes them in batches, overlapping the control loop's work.
 
     ``write(batch, recorded)`` writes a batch and appends ``(item, status)`` to ``recorded``

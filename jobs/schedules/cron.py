@@ -64,8 +64,8 @@ class Timing:
                 number += 1
         zone = self.zone()
         last = moment
-        for tick in CronSim(self.cron, moment.astimezone(zone)):
-            tick = tick.astimezone(UTC)
+        for local_tick in CronSim(self.cron, moment.astimezone(zone)):
+            tick = local_tick.astimezone(UTC)
             # After a clock goes back, a fixed-time job cron ran in the first pass is not run again.
             if tick > last:
                 last = tick
@@ -80,8 +80,8 @@ class Timing:
                 number -= 1
         zone = self.zone()
         last = moment
-        for tick in CronSim(self.cron, (moment - MICROSECOND).astimezone(zone), reverse=True):
-            tick = tick.astimezone(UTC)
+        for local_tick in CronSim(self.cron, (moment - MICROSECOND).astimezone(zone), reverse=True):
+            tick = local_tick.astimezone(UTC)
             if tick < last:
                 last = tick
                 yield tick

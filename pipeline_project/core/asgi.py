@@ -131,7 +131,7 @@ class ProjectASGIHandler(ResolvedOnceHandler, ASGIHandler):
             if message["type"] == "lifespan.startup":
                 try:
                     await open_shared_resources()
-                except Exception as exc:  # the server reports it and does not start
+                except Exception as exc:  # noqa: BLE001 - not swallowed: the server reports it and does not start
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 await send({"type": "lifespan.startup.complete"})

@@ -99,7 +99,9 @@ def error_shape(path: str) -> Callable[..., dict] | None:
 
 @lru_cache(maxsize=8)
 def _error_shapes(configured: tuple) -> list[tuple[str, Callable[..., dict]]]:
-    shapes = [(prefix if prefix.endswith("/") else f"{prefix}/", import_string(dotted)) for prefix, dotted in configured]
+    shapes = [
+        (prefix if prefix.endswith("/") else f"{prefix}/", import_string(dotted)) for prefix, dotted in configured
+    ]
     return sorted(shapes, key=lambda shape: -len(shape[0]))  # the most specific prefix first
 
 

@@ -94,4 +94,3 @@ def _completed(awaitable):
         return finished.value
     coroutine.close()
     raise RuntimeError("a blocking follow suspended: it needs a BlockingSubscription and a plain read")
-

@@ -17,7 +17,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 
 import psycopg
@@ -66,7 +66,7 @@ class Subscription:
     def _wake(self) -> None:
         self._event.set()
 
-    async def wait(self, timeout: float) -> bool:
+    async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 - the protocol follow() polls with: False on timeout
         """Wait up to ``timeout`` seconds; return whether something arrived (then re-read)."""
         try:
             await asyncio.wait_for(self._event.wait(), timeout)
@@ -86,7 +86,7 @@ class BlockingSubscription(Subscription):
     def _wake(self) -> None:
         self._thread_event.set()
 
-    async def wait(self, timeout: float) -> bool:
+    async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 - Subscription.wait's signature
         """Blocks the calling thread: what ``pipeline_project.core.follow.follow_blocking`` waits with."""
         return self.wait_blocking(timeout)
 
@@ -138,10 +138,8 @@ class _ChannelListener:
     async def close(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
-            try:
+            with suppress(asyncio.CancelledError, Exception):  # closing: how the reader ended no longer matters
                 await self._reader
-            except (asyncio.CancelledError, Exception):
-                pass
         if self._connection is not None:
             await self._connection.close()
 
@@ -154,9 +152,7 @@ class _ChannelListener:
         failures = 0
         while True:
             try:
-                self._connection = await psycopg.AsyncConnection.connect(
-                    **listen_connection_params(), autocommit=True
-                )
+                self._connection = await psycopg.AsyncConnection.connect(**listen_connection_params(), autocommit=True)
                 await self._connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                 self.connections += 1
                 if failures:
@@ -238,13 +234,6 @@ class NotificationHub:
                 subscribers.discard(subscription)
                 if not subscribers:
                     del listener.subscribers[key]
-
-    def subscriber_count(self) -> int:
-        return sum(
-            len(subscriptions)
-            for listener in self._listeners.values()
-            for subscriptions in listener.subscribers.values()
-        )
 
     async def close(self) -> None:
         for listener in self._listeners.values():

@@ -2,7 +2,7 @@
 
 import re
 
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import CursorPagination
 
 _PAGE_SIZE = re.compile(r"[0-9]{1,9}")
@@ -20,7 +20,7 @@ class StrictCursorPagination(CursorPagination):
     def decode_cursor(self, request):
         try:
             cursor = super().decode_cursor(request)
-        except Exception:  # DRF's NotFound for a cursor it cannot decode
+        except NotFound:  # DRF's answer to a cursor it cannot decode
             raise ValidationError({self.cursor_query_param: ["Invalid cursor."]}) from None
         if cursor is not None and cursor.position is not None and not self.position_is_valid(cursor.position):
             raise ValidationError({self.cursor_query_param: ["Invalid cursor."]})

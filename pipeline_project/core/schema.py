@@ -55,7 +55,7 @@ def document_error_responses(result, generator, request, public):
     """Postprocessing hook: the errors each operation can answer, with the error schema."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    for path, operations in result.get("paths", {}).items():
+    for operations in result.get("paths", {}).values():
         for operation in operations.values():
             statuses = set()
             if operation.get("security") and {} not in operation["security"]:

@@ -26,7 +26,10 @@ def api_token_by_key(*, key: str) -> ApiToken | None:
 def _token_read() -> tuple[list[str], str]:
     fields = [field.attname for field in ApiToken._meta.concrete_fields]
     columns = ", ".join(field.column for field in ApiToken._meta.concrete_fields)
-    return fields, f"SELECT {columns} FROM {ApiToken._meta.db_table} WHERE key_hash = %(key_hash)s AND revoked_at IS NULL"
+    return (
+        fields,
+        f"SELECT {columns} FROM {ApiToken._meta.db_table} WHERE key_hash = %(key_hash)s AND revoked_at IS NULL",
+    )
 
 
 def database_status(*, alias: str) -> dict:

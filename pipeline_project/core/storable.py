@@ -77,7 +77,7 @@ def exception_text(exc: BaseException) -> str:
     message cannot be read."""
     try:
         message = str(exc)
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - a broken __str__ may raise anything; this text must still be made
         message = f"<{type(exc).__name__} whose message cannot be read>"
     return failure_text(f"{type(exc).__name__}: {message}")
 
@@ -87,7 +87,7 @@ def exception_details(exc: BaseException) -> dict[str, str]:
     :func:`failure_text` makes them."""
     try:
         formatted = "".join(traceback.format_exception(exc))
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - a broken exception may break its formatting; the details must still be made
         formatted = ""
     return {
         "exception_class": f"{type(exc).__module__}.{type(exc).__qualname__}",

@@ -1,4 +1,5 @@
 """The project's PostgreSQL backend, pointed at the embedded server, which starts on first use."""
+
 from django.db.backends.postgresql import client
 
 from pipeline_project import embedded_postgres

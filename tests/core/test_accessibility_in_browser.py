@@ -86,8 +86,13 @@ def pages(db):
     run = runs[RunStatus.FAILED]
     for status in ItemStatus.values:
         IngestionItem.objects.create(
-            run=run, source=source, item_key=f"source_url:{status}", stage="discovery", item_type="source_url",
-            status=status, error_message="timeout" if status == "failed" else None,
+            run=run,
+            source=source,
+            item_key=f"source_url:{status}",
+            stage="discovery",
+            item_type="source_url",
+            status=status,
+            error_message="timeout" if status == "failed" else None,
         )
     Job.objects.filter(job_id__in=list(jobs.values())).update(args={"run_id": str(run.id)})  # the run page's jobs
     schedule = schedule_services.schedule_create(
@@ -119,16 +124,12 @@ def pages(db):
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-def test_no_page_has_a_serious_accessibility_violation_and_every_badge_and_button_reaches_aa(
-    live_server, pages, theme
-):
+def test_no_page_has_a_serious_accessibility_violation_and_every_badge_and_button_reaches_aa(live_server, pages, theme):
     from axe_playwright_python.sync_playwright import Axe
 
     found, weakest = {}, {}
     with chromium() as browser:
-        page = logged_in_page(
-            browser, live_server.url, username="operator", password="secret-pw", color_scheme=theme
-        )
+        page = logged_in_page(browser, live_server.url, username="operator", password="secret-pw", color_scheme=theme)
         for path in pages:
             page.goto(f"{live_server.url}{path}")
             results = Axe().run(page)
@@ -141,9 +142,9 @@ def test_no_page_has_a_serious_accessibility_violation_and_every_badge_and_butto
                 if measured["ratio"] < AA:
                     found.setdefault(path, []).append(("contrast", measured["what"], round(measured["ratio"], 2)))
 
-    print(f"\n{theme}: the weakest contrast of each badge and button")
+    print(f"\n{theme}: the weakest contrast of each badge and button")  # noqa: T201 - reports the figures measured
     for what, ratio in sorted(weakest.items(), key=lambda item: item[1]):
-        print(f"  {ratio:5.2f}  {what}")
+        print(f"  {ratio:5.2f}  {what}")  # noqa: T201 - reports the figures measured
     assert any("status-badge.s-succeeded" in what for what in weakest)  # the badges were there to measure
     assert any("status-badge.s-cancel-requested" in what for what in weakest)
     assert any("pipeline-status.review_required" in what for what in weakest)

@@ -119,7 +119,10 @@ def existing_objects() -> dict[str, str]:
         task_hash="0" * 64,
     )
     instance = Instance.objects.create(
-        instance_id=get_random_string(32, "0123456789abcdef"), state=state, image_id="postgres:15", runtime_dir="/nonexistent"
+        instance_id=get_random_string(32, "0123456789abcdef"),
+        state=state,
+        image_id="postgres:15",
+        runtime_dir="/nonexistent",
     )
     name = Name.objects.create(
         name=f"sweep-{get_random_string(8)}", instance=instance, state_id=state.state_id, image_id="postgres:15"
@@ -168,7 +171,7 @@ def test_every_route_every_method_every_bad_input(sweep_settings, clients, api, 
             sweep.rebaseline()
             _sweep_route(sweep, route, clients, objects, documented)
 
-    print(f"\n{sweep.requests} requests over {len(routes)} routes")
+    print(f"\n{sweep.requests} requests over {len(routes)} routes")  # noqa: T201 - reports the figures
     assert sweep.requests > 50 * len(routes)
     if sweep.findings:
         pytest.fail(sweep.report(), pytrace=False)

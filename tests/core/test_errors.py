@@ -120,8 +120,13 @@ def shout(code, message, details=None):
 
 
 def test_json_error_and_status_error_bodies():
-    assert json_error("/api/x", 409, "c", "m", {"k": 1}).content == b'{"code": "c", "message": "m", "details": {"k": 1}}'
-    assert json_error("/sqlrs/x", 409, "c", "m", {"k": 1}).content == b'{"code": "c", "message": "m", "details": "{\\"k\\": 1}"}'
+    assert (
+        json_error("/api/x", 409, "c", "m", {"k": 1}).content == b'{"code": "c", "message": "m", "details": {"k": 1}}'
+    )
+    assert (
+        json_error("/sqlrs/x", 409, "c", "m", {"k": 1}).content
+        == b'{"code": "c", "message": "m", "details": "{\\"k\\": 1}"}'
+    )
     assert json_error("/sqlrs/x", 404, "not_found", "m").content == b'{"code": "not_found", "message": "m"}'
 
     assert status_error("/api/x", 405, method="PUT").content == (
@@ -134,9 +139,13 @@ def test_json_error_and_status_error_bodies():
 
 def test_a_database_that_cannot_answer_is_a_503_to_retry_not_a_crash():
     """No free connection in the pool (or the server down): the API says so, in its shape."""
-    with ConnectionPool(kwargs=connection_params(), min_size=1, max_size=1, timeout=0.05) as pool:
-        with pool.connection(), pytest.raises(DatabaseError) as refused, connection.wrap_database_errors:
-            pool.getconn()
+    with (
+        ConnectionPool(kwargs=connection_params(), min_size=1, max_size=1, timeout=0.05) as pool,
+        pool.connection(),
+        pytest.raises(DatabaseError) as refused,
+        connection.wrap_database_errors,
+    ):
+        pool.getconn()
 
     response = api_exception_handler(refused.value, {})
 

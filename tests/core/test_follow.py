@@ -99,7 +99,7 @@ class Suspending:
 
     received: dict = {}
 
-    async def wait(self, timeout: float) -> bool:
+    async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 - Subscription.wait's signature
         await asyncio.sleep(0)
         return False
 

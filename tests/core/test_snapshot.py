@@ -25,12 +25,11 @@ def test_reads_inside_see_the_state_of_the_first_one():
 
 
 def test_it_is_read_only_and_repeatable_read():
-    with snapshot():
-        with connection.cursor() as cursor:
-            cursor.execute("SHOW transaction_isolation")
-            assert cursor.fetchone()[0] == "repeatable read"
-            cursor.execute("SHOW transaction_read_only")
-            assert cursor.fetchone()[0] == "on"
+    with snapshot(), connection.cursor() as cursor:
+        cursor.execute("SHOW transaction_isolation")
+        assert cursor.fetchone()[0] == "repeatable read"
+        cursor.execute("SHOW transaction_read_only")
+        assert cursor.fetchone()[0] == "on"
 
 
 def test_as_a_decorator_each_call_is_its_own_snapshot():
@@ -49,6 +48,6 @@ def test_inside_an_open_transaction_the_reads_join_it():
         ApiToken.objects.create(name="inside", key_hash="x", key_prefix="x")
         with snapshot():
             assert ApiToken.objects.filter(name="inside").exists()  # the transaction's own write
-    with pytest.raises(Exception), snapshot():
+    with pytest.raises(RuntimeError), snapshot():
         raise RuntimeError  # an error inside leaves no transaction open
     assert not connection.in_atomic_block

@@ -11,7 +11,8 @@ from django.urls import path
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from pipeline_project.urls import handler400, handler403, handler404, handler500, urlpatterns as project_urlpatterns
+from pipeline_project.urls import handler400, handler403, handler404, handler500
+from pipeline_project.urls import urlpatterns as project_urlpatterns
 
 __all__ = ["handler400", "handler403", "handler404", "handler500", "urlpatterns"]
 

@@ -139,4 +139,3 @@ def test_a_client_that_finds_the_engine_by_engine_json_reaches_every_url_it_is_g
         code, _headers, body = cli.request("DELETE", f"/v1/prepare-jobs/{job_id}")
         assert code == 200 and json.loads(body)["outcome"] == "deleted"
         assert not statefs.job_dir(job_id).exists()
-

@@ -102,10 +102,10 @@ def test_clients_connecting_at_once_are_spread_over_the_workers():
 
         spreads = [asyncio.run(connect_at_once()) for _ in range(5)]
 
-    print(f"\nconnections per worker, 5 times 16 at once: {spreads}")
+    print(f"\nconnections per worker, 5 times 16 at once: {spreads}")  # noqa: T201 - reports the figures
     assert all(sum(held) == 16 for held in spreads)
     # The kernel hashes connections over the sockets: roughly half each, never all on one.
-    assert min(sum(column) for column in zip(*spreads)) >= 24
+    assert min(sum(column) for column in zip(*spreads, strict=True)) >= 24
     assert all(min(held) >= 1 for held in spreads)
 
 
@@ -114,6 +114,7 @@ def test_a_second_server_on_a_taken_port_refuses_to_start():
     with web_server() as (port, server):
         second = subprocess.run(
             ASGI_COMMAND,
+            check=False,
             cwd=ROOT,
             env={**os.environ, **subprocess_database_env(), "WEB_BIND": f"127.0.0.1:{port}"},
             capture_output=True,
@@ -170,7 +171,7 @@ def test_sixty_waiting_process_calls_hold_no_thread_and_no_connection_each(tmp_p
         during = asyncio.run(with_callers())
         tasks = Task.objects.filter(process__process_id__startswith="waiting-", task_type="call").count()
 
-    print(f"\n{CALLERS} waiting calls: before {before}, during {during}, tasks scheduled {tasks}")
+    print(f"\n{CALLERS} waiting calls: before {before}, during {during}, tasks scheduled {tasks}")  # noqa: T201 - reports the figures
     assert tasks == CALLERS  # they all got as far as waiting
     assert during["threads"] <= before["threads"] + WEB_THREADS
     assert during["connections"] <= before["connections"] + WEB_THREADS + POOL_MAX_SIZE + 1
@@ -232,7 +233,7 @@ def test_two_hundred_followers_hold_no_threads_and_the_server_keeps_answering(tm
         metrics = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         wait_for(lambda: _open_streams(metrics, token) == 0.0, timeout=20, what="open streams to drop to 0")
 
-    print(f"\n{FOLLOWERS} followers: before {before}\n during {during}\n after {after}")
+    print(f"\n{FOLLOWERS} followers: before {before}\n during {during}\n after {after}")  # noqa: T201 - reports the figures
     # Not one per follower: at most the worker's pool of threads for synchronous views, whoever follows.
     assert during["threads"] <= before["threads"] + WEB_THREADS
     assert after["threads"] <= before["threads"] + WEB_THREADS
@@ -302,13 +303,12 @@ def test_a_huge_declared_length_gets_413_at_once_without_its_body(command, path)
 
 
 def test_a_huge_body_announced_with_expect_100_continue_is_refused_without_inviting_it():
-    with web_server() as (port, _server):
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
-            client.sendall(
-                b"POST /api/v1/jobs/trigger HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                b"Expect: 100-continue\r\nContent-Length: 1000000000000\r\n\r\n"
-            )
-            status, headers, body = _read_response(client)  # the first answer: not "100 Continue"
+    with web_server() as (port, _server), socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        client.sendall(
+            b"POST /api/v1/jobs/trigger HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nContent-Length: 1000000000000\r\n\r\n"
+        )
+        status, headers, body = _read_response(client)  # the first answer: not "100 Continue"
 
     assert status == 413 and json.loads(body)["code"] == "request_too_large"
     assert headers["connection"] == "close"
@@ -343,14 +343,18 @@ def test_every_route_answers_every_method_in_its_error_shape_under_the_deployed_
             path = route.path({name: converter_value(kind) for name, kind in route.parameters})
             for method, auth in itertools.product(METHODS, ({"Authorization": f"Bearer {token}"}, {})):
                 headers = {"Content-Type": "application/json", **auth}
-                connection.request(method, path, body=b'{"queue": ' if method in BODY_METHODS else None, headers=headers)
+                connection.request(
+                    method, path, body=b'{"queue": ' if method in BODY_METHODS else None, headers=headers
+                )
                 response = connection.getresponse()
                 body = response.read()
                 requests += 1
                 status, content_type = response.status, response.getheader("Content-Type", "")
                 if status >= 500 or 300 <= status < 400:
                     problems.append(f"{method} {path}: {status} {body[:200]!r}")
-                elif status >= 400 and method != "HEAD" and (problem := error_problem(path, status, content_type, body)):
+                elif (
+                    status >= 400 and method != "HEAD" and (problem := error_problem(path, status, content_type, body))
+                ):
                     problems.append(f"{method} {path} ({'token' if auth else 'anonymous'}): {problem}")
                 elif content_type.startswith("text/html") and not route.view.endswith("DocsView"):
                     problems.append(f"{method} {path}: {status} answered HTML")

@@ -24,7 +24,9 @@ def as_a_browser_posts(form, **typed) -> dict:
 
 def test_adding_a_source_asks_only_for_what_an_operator_knows(admin_client, settings):
     form = admin_client.get(ADD).context["adminform"].form
-    assert sorted(name for name, field in form.fields.items() if field.required and form[name].value() in (None, "")) == [
+    assert sorted(
+        name for name, field in form.fields.items() if field.required and form[name].value() in (None, "")
+    ) == [
         "name",
         "start_url",
     ]
@@ -70,9 +72,10 @@ def test_allowed_hosts_are_typed_one_a_line(admin_client):
     assert admin_client.post(ADD, data).status_code == 302
     source = Source.objects.get()
     assert source.allowed_hosts == ["city.example", "files.city.example"]
-    assert "city.example\nfiles.city.example</textarea>" in admin_client.get(
-        f"/admin/ingestion/source/{source.id}/change/"
-    ).content.decode()
+    assert (
+        "city.example\nfiles.city.example</textarea>"
+        in admin_client.get(f"/admin/ingestion/source/{source.id}/change/").content.decode()
+    )
 
 
 def test_a_sources_page_shows_how_politely_it_crawls(admin_client):

@@ -1,6 +1,7 @@
 """Fetching within a source's limits and its hosts' robots.txt, against a local HTTP server."""
 
 import hashlib
+import itertools
 import time
 
 import pytest
@@ -102,7 +103,7 @@ def test_robots_txt_is_obeyed_for_our_user_agent_and_read_once_per_host(site, tm
 
     assert [r.path for r in site.requests] == ["/robots.txt", "/docs/text.pdf", "/private/open.pdf", "/docs/text.pdf"]
     starts = [r.started for r in site.requests[1:]]
-    assert all(later - earlier >= 0.45 for earlier, later in zip(starts, starts[1:], strict=False))  # its Crawl-delay
+    assert all(later - earlier >= 0.45 for earlier, later in itertools.pairwise(starts))  # its Crawl-delay
 
 
 def test_a_source_may_ignore_robots_txt(site, tmp_path):

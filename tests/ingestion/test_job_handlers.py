@@ -50,7 +50,8 @@ def nothing_moved_after_cancel(run) -> None:
 
 def statuses_of(run) -> dict[tuple[str, str], str]:
     return {
-        (item.stage, item.document_url.rsplit("/", 1)[-1]): item.status for item in IngestionItem.objects.filter(run=run)
+        (item.stage, item.document_url.rsplit("/", 1)[-1]): item.status
+        for item in IngestionItem.objects.filter(run=run)
     }
 
 

@@ -1,6 +1,7 @@
 """The per-host limit and the per-source delay hold across threads and worker processes: they are
 kept in PostgreSQL. Measured at the test site, which logs when each request started and ended."""
 
+import itertools
 import threading
 import time
 
@@ -45,7 +46,7 @@ def test_a_sources_requests_start_one_delay_apart_whatever_thread_makes_them():
 
     run_in_threads(6, fetch)
     starts.sort()
-    gaps = [later - earlier for earlier, later in zip(starts, starts[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     assert min(gaps) >= 0.24 and max(gaps) < 0.5, gaps
 
 
@@ -115,7 +116,7 @@ def test_the_crawl_delay_holds_across_worker_threads_and_processes(slow_site, pi
 
     starts = sorted(request.started for request in slow_site.requests)
     assert len(starts) == 1 + 1 + 8  # robots.txt, the start page, the documents
-    gaps = [later - earlier for earlier, later in zip(starts, starts[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     # Starts are claimed 0.4 s apart by the database's clock; the site (a thread of this busy
     # process, on a 2-core machine) sees each request a few ms to ~0.1 s after its claim.
     assert min(gaps) >= 0.28 and sum(gaps) / len(gaps) >= 0.39, gaps

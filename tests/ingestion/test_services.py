@@ -70,7 +70,7 @@ COALESCED_VALUES = {
 @pytest.mark.parametrize("field", sorted(COALESCED_VALUES))
 def test_a_coalesced_column_keeps_its_value_when_a_later_write_leaves_it_out_and_takes_a_new_one(field):
     first, second = COALESCED_VALUES[field]
-    as_sent = (lambda value: str(value)) if field == "job_id" else (lambda value: value)
+    as_sent = str if field == "job_id" else (lambda value: value)
     run = new_run()
     services.items_upsert(items=[item(run, **{field: as_sent(first)})])
     services.items_upsert(items=[item(run)])

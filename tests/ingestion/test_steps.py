@@ -48,7 +48,9 @@ def discover(source) -> tuple:
 def discovered(run) -> dict[str, str | None]:
     """``{path?query: label}`` of the documents discovery recorded (the start page left out)."""
     found = {}
-    for item in IngestionItem.objects.filter(run=run, stage="discovery").exclude(item_label="Start page").order_by("id"):
+    for item in (
+        IngestionItem.objects.filter(run=run, stage="discovery").exclude(item_label="Start page").order_by("id")
+    ):
         parts = urlsplit(item.document_url)
         found[parts.path + (f"?{parts.query}" if parts.query else "")] = item.item_label
     return found

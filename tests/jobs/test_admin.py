@@ -56,7 +56,7 @@ def listed(response) -> list[Job]:
 
 
 def message(response) -> str:
-    return str(list(response.context["messages"])[0])
+    return str(next(iter(response.context["messages"])))
 
 
 def post_action(client, action, selected: list[Job], *, confirm=True, query="", **fields):

@@ -204,7 +204,7 @@ def test_the_list_fits_at_1400_px_with_sidebar_filters_and_long_names_and_the_er
         "Object.fromEntries([...document.querySelectorAll('#result_list thead th')]"
         ".map(th => [th.className.match(/column-(\\S+)/)?.[1] || 'checkbox', th.getBoundingClientRect().width]))"
     )
-    print(f"\ncolumn widths at 1400 px with sidebar and filters: {widths}")
+    print(f"\ncolumn widths at 1400 px with sidebar and filters: {widths}")  # noqa: T201 - reports the figures measured
     assert widths["error_line"] >= 200 and widths["error_line"] == max(widths.values()), widths
     error = page.locator("#result_list td.field-error_line span[title^=UniqueViolation]").first
     assert error.get_attribute("title") == error.inner_text() == ERROR.split("\n")[0]  # the first line, all on hover

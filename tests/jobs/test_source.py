@@ -1,6 +1,7 @@
 """The queue's work source in the worker runtime, run in a thread against the test database: the seed's
 test plan and more."""
 
+import itertools
 import threading
 import time
 import uuid
@@ -219,12 +220,12 @@ def test_many_jobs_over_few_lock_keys_never_overlap_on_a_key():
         wait_for(lambda: Job.objects.filter(status="succeeded").count() == 30, timeout=30, what="all jobs")
 
     runs: dict[str, list] = {}
-    for item, spec in zip(enqueued, specs):
+    for item, spec in zip(enqueued, specs, strict=True):
         result = JobEvent.objects.get(job_id=item.job_id, kind="done").payload["result"]
         runs.setdefault(spec.lock_key, []).append((result["started"], result["ended"]))
     for intervals in runs.values():
         intervals.sort()
-        assert all(earlier[1] <= later[0] for earlier, later in zip(intervals, intervals[1:]))
+        assert all(earlier[1] <= later[0] for earlier, later in itertools.pairwise(intervals))
 
 
 def test_a_lease_shorter_than_the_heartbeat_is_renewed_in_time():

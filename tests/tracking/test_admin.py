@@ -70,7 +70,7 @@ def test_retry_action_changes_only_failed_rows_of_its_stage(admin_client, rows, 
 
     response = admin_client.post(CHANGELIST, {"action": action, "_selected_action": ids}, follow=True)
 
-    message = str(list(response.context["messages"])[0])
+    message = str(next(iter(response.context["messages"])))
     assert re.search(
         rf"{expected_changed} failed row\(s\) set back to new; {3 - expected_changed} row\(s\) were not failed", message
     )

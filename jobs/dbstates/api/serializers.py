@@ -21,9 +21,7 @@ def _text(**kwargs) -> StrictCharField:
 
 
 def _arguments(**kwargs) -> serializers.ListField:
-    return serializers.ListField(
-        child=_text(max_length=planning.MAX_ARG_BYTES), max_length=planning.MAX_ARGS, **kwargs
-    )
+    return serializers.ListField(child=_text(max_length=planning.MAX_ARG_BYTES), max_length=planning.MAX_ARGS, **kwargs)
 
 
 def _optional(field_class, **kwargs):

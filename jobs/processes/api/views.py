@@ -49,7 +49,7 @@ class ProcessView(APIView):
                     raise ImproperlyConfigured(f"{type(self).__name__}.{method} answered without in_thread's checks")
             else:  # OPTIONS, or a method the view does not answer
                 response = await self.in_thread(handler or self.http_method_not_allowed, request, *args, **kwargs)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - as DRF's dispatch: handle_exception answers or re-raises
             response = self.handle_exception(exc)
         self.response = self.finalize_response(request, response, *args, **kwargs)
         self.response.render()

@@ -29,7 +29,7 @@ def schedule_task(
     process: Process, task_type: str, *, at: datetime, args=None, metadata=None, context=None, idempotency_key=None
 ) -> int:
     """A new task, waiting in the schedule from ``at``; workers of the namespace are told."""
-    task_id = sql.rows(
+    return sql.rows(
         """
         WITH task AS (
             INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, args, metadata, context,
@@ -55,7 +55,6 @@ def schedule_task(
             "channel": WORK_CHANNEL,
         },
     )[0][0]
-    return task_id
 
 
 def cancel_scheduled(process: Process, types: tuple[str, ...] = (*CALL_TYPES, *TIMER_TYPES)) -> None:
@@ -93,4 +92,3 @@ def end_task(task_id: int, *, status: str, response: Any, attempts: int | None =
 
 def dumps(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
-

@@ -42,7 +42,7 @@ def test_ctrl_c_stops_make_run_cleanly_and_quietly():
         stdout=terminal,
         stderr=terminal,
         start_new_session=True,
-        preexec_fn=_own_terminal,
+        preexec_fn=_own_terminal,  # noqa: PLW1509 - one ioctl (TIOCSCTTY) in the child: Popen has no option for it
     )
     os.close(terminal)
     output = bytearray()

@@ -455,7 +455,11 @@ def test_queue_limits_through_the_api(api):
 
     assert set_.status_code == 200
     assert set_.json() == {
-        "queue": "load/cbr", "max_running": 3, "rate_limit": 10, "rate_period_sec": 60, "per_partition": True
+        "queue": "load/cbr",
+        "max_running": 3,
+        "rate_limit": 10,
+        "rate_period_sec": 60,
+        "per_partition": True,
     }
     assert (listed["max_running"], listed["rate_limit"], listed["started_in_period"]) == (3, 10, 0)
     assert cleared.json()["max_running"] is None and api.get("/api/v1/queues").json()[0]["started_in_period"] is None

@@ -34,23 +34,23 @@ def main(argv: list[str]) -> int:
         pending = [c for c in parse(changelog) if c["id"] not in applied]
         if command == "update-sql":
             for c in pending:
-                print(f"-- Changeset {changelog}::{c['id']}::{c['author']}")
-                print("\n".join(c["sql"]))
-                print(
-                    f"INSERT INTO public.databasechangelog (ID, DEPLOYMENT_ID) VALUES ('{c['id']}', '{uuid.uuid4().hex[:10]}');"
+                sys.stdout.write(f"-- Changeset {changelog}::{c['id']}::{c['author']}\n")
+                sys.stdout.write("\n".join(c["sql"]) + "\n")
+                sys.stdout.write(
+                    f"INSERT INTO public.databasechangelog (ID, DEPLOYMENT_ID) VALUES ('{c['id']}', '{uuid.uuid4().hex[:10]}');\n"
                 )
             return 0
         if command != "update-count":
-            print(f"unexpected command {command}", file=sys.stderr)
+            sys.stderr.write(f"unexpected command {command}\n")
             return 2
         for c in pending[: int(options["--count"])]:
-            print(f"Running Changeset: {changelog}::{c['id']}::{c['author']}", file=sys.stderr)
+            sys.stderr.write(f"Running Changeset: {changelog}::{c['id']}::{c['author']}\n")
             try:
                 with conn.transaction():
                     conn.execute("\n".join(c["sql"]))
                     conn.execute("INSERT INTO databasechangelog VALUES (%s, %s, %s)", [c["id"], c["author"], changelog])
             except psycopg.Error as error:
-                print(f"Migration failed for changeset {c['id']}: {error}", file=sys.stderr)
+                sys.stderr.write(f"Migration failed for changeset {c['id']}: {error}\n")
                 return 1
     return 0
 

@@ -46,7 +46,11 @@ def test_queues_limit_sets_lists_and_clears_limits():
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--rate", "ten"], "--rate: N/T"), (["--max-running", "0"], "max_running"), (["--rate", "5/0"], "rate_period_sec")],
+    [
+        (["--rate", "ten"], "--rate: N/T"),
+        (["--max-running", "0"], "max_running"),
+        (["--rate", "5/0"], "rate_period_sec"),
+    ],
 )
 def test_queues_limit_refuses_bad_values(args, message):
     with pytest.raises(CommandError, match=message):

@@ -2,6 +2,7 @@
 
 import time
 import uuid
+from contextlib import suppress
 
 from django.db import connection
 from django.test import Client
@@ -47,10 +48,8 @@ def test_namespaces_page_counts_by_status_and_lists_timers_due(admin_client):
 def test_simple_repair_action_puts_processes_in_error_back_to_running(admin_client):
     with serving():
         broken = started()
-        try:
+        with suppress(services.ProcessorError):
             services.process_call(namespace="test.scripted", process_id=broken.process_id, args={"error": "boom"})
-        except services.ProcessorError:
-            pass
         healthy = started()
 
     response = admin_client.post(
@@ -79,7 +78,7 @@ def test_every_admin_page_reads_the_processes_in_one_repeatable_read_transaction
     for page in pages:
         transactions, statements = [], []
 
-        def record(execute, sql, params, many, context):
+        def record(execute, sql, params, many, context, *, transactions=transactions, statements=statements):
             outermost = connection.atomic_blocks[0] if connection.atomic_blocks else None
             if "REPEATABLE READ" in sql:
                 transactions.append(outermost)

@@ -6,7 +6,12 @@ import pytest
 from jobs.processes.registry import Namespace, ProcessView
 
 VIEW = ProcessView(
-    process_id="p", namespace="n", status="running", detail=None, aux_state=None, metadata=None,
+    process_id="p",
+    namespace="n",
+    status="running",
+    detail=None,
+    aux_state=None,
+    metadata=None,
     last_event_id=0,
 )
 

@@ -113,7 +113,7 @@ def test_a_new_kind_of_source_is_served_by_registering_it(new_kind):
 
 
 def test_a_kind_nobody_registered_is_refused_with_the_known_ones():
-    with pytest.raises(ValueError, match='each entry is {"namespace" or "queue": NAME'):
+    with pytest.raises(ValueError, match=r'each entry is \{"namespace" or "queue": NAME'):
         parse_workers_json('[{"topic": "t", "concurrency": 1}]')
     with pytest.raises(LookupError, match="no work source of kind 'topic' is registered"):
         build_worker(config({}, serves={"topic": {"t": 1}}), handlers)

@@ -153,7 +153,9 @@ def test_concurrent_claimers_never_overshoot():
             for priority in range(1000, 0, -1):
                 if stop.is_set():
                     break
-                services.job_enqueue(spec=services.JobSpec(queue="q", task="t", lock_key=f"p{priority}", priority=priority))
+                services.job_enqueue(
+                    spec=services.JobSpec(queue="q", task="t", lock_key=f"p{priority}", priority=priority)
+                )
             return
         while not stop.is_set():
             jobs = claim(count=8)

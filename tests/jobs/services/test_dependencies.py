@@ -228,7 +228,7 @@ def test_an_upstream_ending_while_its_dependent_is_enqueued_never_strands_it():
     for _ in range(10):
         upstream = enqueue(task="t").job_id
 
-        def race(index):
+        def race(index, *, upstream=upstream):
             if index == 0:
                 return end(upstream, "succeeded")
             return services.job_enqueue(spec=spec(depends_on=[upstream])).job_id
@@ -240,5 +240,5 @@ def test_two_upstreams_ending_at_once_release_their_dependent():
     for _ in range(10):
         upstreams = [enqueue(task="t").job_id, enqueue(task="t").job_id]
         d = enqueue(task="t", depends_on=upstreams).job_id
-        run_in_threads(2, lambda index: end(upstreams[index], "succeeded"))
+        run_in_threads(2, lambda index, *, upstreams=upstreams: end(upstreams[index], "succeeded"))
         assert ready(d)

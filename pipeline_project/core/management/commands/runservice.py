@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -86,10 +86,8 @@ def terminal_foreground():
         yield
         return
     previous = os.tcgetpgrp(0)
-    try:
+    with suppress(PermissionError):  # a session leader already leads its own group
         os.setpgid(0, 0)
-    except PermissionError:  # a session leader already leads its own group
-        pass
     _set_foreground(os.getpgrp())
     try:
         yield

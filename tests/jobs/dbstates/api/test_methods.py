@@ -73,9 +73,9 @@ def test_health_answers_writes_with_a_405_not_a_csrf_page_with_or_without_a_sess
 
 
 def test_health_needs_no_token_and_answers_a_head(api_token):
-    code, headers, body = engine_call("GET", "/sqlrs/v1/health")
+    code, _headers, body = engine_call("GET", "/sqlrs/v1/health")
     assert code == 200 and json.loads(body)["ok"] is True
-    code, headers, body = engine_call("HEAD", "/sqlrs/v1/health")
+    code, _headers, body = engine_call("HEAD", "/sqlrs/v1/health")
     assert code == 200 and body == b""
 
 

@@ -198,7 +198,7 @@ def test_flags_and_filters_read_as_sqlrs_reads_them(api_token):
 
 
 def test_a_handler_that_declares_no_request_does_not_load():
-    with pytest.raises(TypeError, match="Careless.post does not declare its request"):
+    with pytest.raises(TypeError, match=r"Careless\.post does not declare its request"):
 
         class Careless(EngineView):
             def post(self, request):

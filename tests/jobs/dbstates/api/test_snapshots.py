@@ -31,8 +31,7 @@ def a_job(status: str = JobStatus.RUNNING) -> PrepareJob:
         {"type": "prepare_instance", "input_kind": "state", "input_id": "1" * 64, "instance_mode": "ephemeral"},
     ]
     PrepareTask.objects.bulk_create(
-        PrepareTask(job=job, position=n, task_id=task_id, status=status, **shapes[n])
-        for n, task_id in enumerate(TASKS)
+        PrepareTask(job=job, position=n, task_id=task_id, status=status, **shapes[n]) for n, task_id in enumerate(TASKS)
     )
     return job
 
@@ -164,7 +163,7 @@ def test_a_job_deleted_while_it_was_being_canceled_is_a_404(api_token):
 
 
 DELETABLE = {
-    "states": ("/v1/states/{stateId}", State, lambda: a_state()),
+    "states": ("/v1/states/{stateId}", State, a_state),
     "prepare-jobs": ("/v1/prepare-jobs/{jobId}", PrepareJob, lambda: a_job(JobStatus.SUCCEEDED)),
     "instances": ("/v1/instances/{instanceId}", Instance, lambda: an_instance(a_state())),
 }

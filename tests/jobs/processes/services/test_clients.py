@@ -143,9 +143,7 @@ def test_a_repaired_timeout_runs_again_with_its_context():
             context={"from": "the call"},
         )
         wait_for(lambda: Process.objects.get(process_id=pid).status == "error", what="the timeout's error")
-        services.process_repair(
-            namespace=NS, process_id=pid, args={"aux_state": {"on_timeout": [{"observe": True}]}}
-        )
+        services.process_repair(namespace=NS, process_id=pid, args={"aux_state": {"on_timeout": [{"observe": True}]}})
         wait_for(lambda: "observed" in Process.objects.get(process_id=pid).aux_state, what="the timeout again")
 
     assert Process.objects.get(process_id=pid).aux_state["observed"]["context"] == {"from": "the call"}
