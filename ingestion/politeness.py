@@ -50,6 +50,7 @@ class Turn:
     host: str
     slot: int
     holder: str
+    started_at: datetime.datetime | None = None  # when the source's pace let it start (the database's clock)
     renew_at: float = field(default_factory=lambda: time.monotonic() + settings.INGESTION_HOST_SLOT_TTL_SEC / 3)
 
     def renew_if_due(self) -> None:
@@ -76,9 +77,8 @@ def host_turn(
     holder = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
     slot = _take_slot(host, limit, holder, stop)
     try:
-        if source_id is not None:
-            _start_when_due(source_id, delay_sec, stop)
-        yield Turn(host, slot, holder)
+        started_at = _start_when_due(source_id, delay_sec, stop) if source_id is not None else None
+        yield Turn(host, slot, holder, started_at)
     finally:
         sql.execute(
             "UPDATE ingestion_host_slots SET holder = NULL, expires_at = NULL "
@@ -125,22 +125,23 @@ WITH claimed AS (
     VALUES (%(source)s, clock_timestamp() + %(delay)s * interval '1 second')
     ON CONFLICT (source_id) DO UPDATE SET next_request_at = clock_timestamp() + %(delay)s * interval '1 second'
     WHERE p.next_request_at <= clock_timestamp()
-    RETURNING 1
+    RETURNING next_request_at - %(delay)s * interval '1 second' AS started_at
 )
-SELECT EXISTS (SELECT 1 FROM claimed),
+SELECT (SELECT started_at FROM claimed),
        (SELECT extract(epoch FROM next_request_at - clock_timestamp()) FROM ingestion_source_pace
         WHERE source_id = %(source)s)  -- NULL if another request made the row after this statement began
 """
 
 
-def _start_when_due(source_id: int, delay_sec: float, stop: threading.Event) -> None:
-    """Wait until the source's next request may start, and claim that start: the claim sets the
-    next one ``delay_sec`` later, so two requests never start closer (by the database's clock;
-    the request is sent right after the claim, so nothing but that statement's way back lies between)."""
+def _start_when_due(source_id: int, delay_sec: float, stop: threading.Event) -> datetime.datetime:
+    """Wait until the source's next request may start, and claim that start (returned): the claim
+    sets the next one ``delay_sec`` later, so two requests never start closer (by the database's
+    clock; the request is sent right after the claim, so nothing but that statement's way back
+    lies between)."""
     while True:
-        claimed, wait = sql.rows(_CLAIM_START, {"source": source_id, "delay": delay_sec})[0]
-        if claimed:
-            return
+        started_at, wait = sql.rows(_CLAIM_START, {"source": source_id, "delay": delay_sec})[0]
+        if started_at is not None:
+            return started_at
         if stop.wait(max(float(wait or 0), 0.0)):
             raise Stopped("stopped while waiting for the crawl delay")
 

@@ -6,6 +6,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from jobs.models import Job, JobEvent
 from jobs.registry import Registry, TaskSchedule
@@ -283,13 +284,15 @@ def test_a_starting_worker_declares_its_schedules_and_keeps_what_operators_chang
     daily = Schedule.objects.get(name="reports.daily")
     assert daily.declared_in_code and daily.created_by == "code" and daily.cron == "0 6 * * *"
     services.schedule_pause(schedule_id=daily.pk, by="operator")
-    next_run = daily.next_run_at
 
     assert services.schedules_declare(declared=declaring_registry().schedules()) == 0  # a restart: nothing
+    declared_at = timezone.now()
     run_start_hooks(declaring_registry(cron="0 7 * * *"))
 
     daily.refresh_from_db()
-    assert daily.paused and daily.cron == "0 7 * * *" and daily.next_run_at == next_run + timedelta(hours=1)
+    seven = declared_at.replace(hour=7, minute=0, second=0, microsecond=0)  # the new cron's next tick
+    assert daily.paused and daily.cron == "0 7 * * *"
+    assert daily.next_run_at == (seven if seven > declared_at else seven + timedelta(days=1))
     with pytest.raises(ConflictError) as raised:
         services.schedule_update(schedule_id=daily.pk, changes={"priority": 1}, by="operator")
     assert raised.value.code == "declared_in_code"
