@@ -11,6 +11,7 @@ user, never as the service's, and their connection comes from the environment on
 import asyncio
 import os
 import subprocess
+from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from django.utils import timezone
@@ -26,6 +27,7 @@ CONNECTION_FLAGS = {
 }
 MAX_STEPS = 100
 MAX_LINE = 64 * 1024  # a longer line is streamed in pieces of this size
+EVENTS_BUFFERED = 64  # output events read ahead of the client (at most 64 * MAX_LINE bytes)
 
 
 @dataclass
@@ -110,11 +112,12 @@ async def run_events(plan: RunPlan):
     yield _event("start", instance_id=plan.instance_id)
     exit_code = 0
     for command in plan.commands:
-        async for event in _command_events(command, plan.env):
-            if event["type"] == "exit":
-                exit_code = event["exit_code"]
-            else:
-                yield event
+        async with aclosing(_command_events(command, plan.env)) as events:  # closed with this one
+            async for event in events:
+                if event["type"] == "exit":
+                    exit_code = event["exit_code"]
+                else:
+                    yield event
         if exit_code != 0:
             break
     yield _event("exit", exit_code=exit_code)
@@ -122,7 +125,9 @@ async def run_events(plan: RunPlan):
 
 async def _command_events(command: RunCommand, env: dict[str, str]):
     process = await _Child.start(command.args, env=env, with_stdin=command.stdin is not None)
-    events: asyncio.Queue = asyncio.Queue()
+    # Bounded: a client that reads slowly stops the pipes' reading, and the program waits on its
+    # writes, instead of its whole output piling up here.
+    events: asyncio.Queue = asyncio.Queue(maxsize=EVENTS_BUFFERED)
 
     async def pump(stream, kind: str) -> None:
         pending = b""
@@ -147,6 +152,7 @@ async def _command_events(command: RunCommand, env: dict[str, str]):
     if command.stdin is not None:
         tasks.append(asyncio.create_task(feed()))
     readers = asyncio.gather(*tasks)
+    getter = None
     try:
         while not (readers.done() and events.empty()):
             getter = asyncio.ensure_future(events.get())
@@ -155,10 +161,13 @@ async def _command_events(command: RunCommand, env: dict[str, str]):
                 yield getter.result()
             else:
                 getter.cancel()
+        readers.result()  # a reader's failure is the run's
         yield _event("exit", exit_code=await process.wait())
     finally:  # the client went away (or the stream failed): the command does not outlive it
-        for task in tasks:
-            task.cancel()
+        if getter is not None:
+            getter.cancel()
+        readers.cancel()
+        await asyncio.wait(tasks)
         await process.close()
 
 

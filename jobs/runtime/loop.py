@@ -155,6 +155,7 @@ class Runtime:
             end_connection_waits_at(self._work_until)
             for thread_id in self._threads_to_interrupt:  # they have nothing to finish: no wait holds them
                 interrupt_connection_wait(thread_id)
+        self._periodic_stop.set()  # no periodic task starts any more
         self.stop_requested.set()
         self.wake()
         return self._stop_at

@@ -1,13 +1,16 @@
 """psql and pgbench runs against instances: streamed output, refused connection flags, recovery."""
 
+import asyncio
 import json
 import os
 import signal
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from jobs.dbstates import postgres, statefs
+from jobs.dbstates import postgres, runs, statefs
 from jobs.dbstates.models import Instance
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import asgi_request, wait_for
@@ -107,3 +110,29 @@ def test_run_clients_never_run_as_root(api_token, instance):
     events = run(api_token, instance_ref=instance.instance_id, kind="psql", args=["-At", "-c", "\\! id -u"])
 
     assert [e["data"] for e in events if e["type"] == "stdout"] != ["0\n"]
+
+
+def test_a_client_that_reads_slowly_holds_the_program_back_instead_of_its_output_piling_up():
+    chatty = [sys.executable, "-c", "for n in range(100_000): print(n)"]  # 600 kB: read in a blink
+    plan = runs.RunPlan(instance_id="i-1", env=dict(os.environ), commands=[runs.RunCommand(chatty, None)])
+
+    async def read_a_little() -> tuple[list[dict], bool]:
+        events = runs.run_events(plan)
+        first = [await anext(events), await anext(events)]
+        await asyncio.sleep(1.5)  # it would have printed everything by now
+        [program] = children()
+        still_writing = postgres.is_alive(program)
+        await events.aclose()  # the client hangs up: the program is killed
+        return first, still_writing
+
+    first, still_writing = asyncio.run(read_a_little())
+
+    assert [event["type"] for event in first] == ["start", "stdout"]
+    assert still_writing
+    assert children() == []
+
+
+def children() -> list[int]:
+    """This process's children (started from its main thread, as the event loop above runs)."""
+    pid = os.getpid()
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
