@@ -204,16 +204,25 @@ def admin_post(client: httpx.Client, path: str, data: dict) -> httpx.Response:
 
 def sessions_outside_the_pool(bouncer) -> dict[str, list[str]]:
     """``{application name: [last query, ...]}`` of the web server's and the worker's sessions on
-    the server that the pooler does not hold."""
-    with raw_connection(autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pid, application_name, query FROM pg_stat_activity WHERE application_name = ANY(%s)",
-            [[WEB, WORKER]],
-        ).fetchall()
+    the server that the pooler does not hold. Only sessions seen twice count: one the pooler was
+    closing at the first look (under load, its backend outlives the pooler's list for a moment)
+    is gone at the second."""
+
+    def sessions() -> dict[int, tuple[str, str]]:
+        with raw_connection(autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT pid, application_name, query FROM pg_stat_activity WHERE application_name = ANY(%s)",
+                [[WEB, WORKER]],
+            ).fetchall()
+        return {pid: (name, query) for pid, name, query in rows}
+
+    first = sessions()
     pooled = bouncer.server_pids()  # read after: a server connection seen above is still there
+    time.sleep(0.5)
+    second = sessions()
     outside: dict[str, list[str]] = {}
-    for pid, name, query in rows:
-        if pid not in pooled:
+    for pid, (name, query) in first.items():
+        if pid not in pooled and pid in second:
             outside.setdefault(name, []).append(query)
     return outside
 

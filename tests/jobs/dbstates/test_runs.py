@@ -120,7 +120,7 @@ def test_a_client_that_reads_slowly_holds_the_program_back_instead_of_its_output
         events = runs.run_events(plan)
         first = [await anext(events), await anext(events)]
         await asyncio.sleep(1.5)  # it would have printed everything by now
-        [program] = children()
+        [program] = children_running(chatty)
         still_writing = postgres.is_alive(program)
         await events.aclose()  # the client hangs up: the program is killed
         return first, still_writing
@@ -129,10 +129,19 @@ def test_a_client_that_reads_slowly_holds_the_program_back_instead_of_its_output
 
     assert [event["type"] for event in first] == ["start", "stdout"]
     assert still_writing
-    assert children() == []
+    assert children_running(chatty) == []
 
 
-def children() -> list[int]:
-    """This process's children (started from its main thread, as the event loop above runs)."""
+def children_running(args: list[str]) -> list[int]:
+    """This process's children (started from its main thread, as the event loop above runs) that run ``args``."""
     pid = os.getpid()
-    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    children = [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    wanted = "\0".join(args) + "\0"
+    return [child for child in children if _cmdline(child) == wanted]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:  # ended meanwhile
+        return ""
