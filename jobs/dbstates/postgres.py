@@ -204,9 +204,18 @@ def running(data_dir: Path) -> Server | None:
     if len(lines) < 4 or not lines[0].strip().isdigit():
         return None
     pid = int(lines[0])
-    if not is_alive(pid) or not Path(f"/proc/{pid}/cwd").exists():
+    if not is_alive(pid) or not _works_in(pid, data_dir):
         return None
     return Server(data_dir=data_dir, port=int(lines[3]), pid=pid)
+
+
+def _works_in(pid: int, data_dir: Path) -> bool:
+    """Whether process ``pid`` works in ``data_dir``, as a postmaster does: a dead server's pid
+    file may name a live stranger (pids come round again, after 32,768 on many kernels)."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd")) == data_dir.resolve()
+    except OSError:
+        return False
 
 
 def stop(data_dir: Path, *, immediate: bool = False) -> bool:

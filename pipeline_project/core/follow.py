@@ -29,6 +29,11 @@ class Read:
 
 NOTHING_YET = Read()  # not done, nothing to hand on: wait, then read again
 
+# uvloop's timers fire early by a few milliseconds (their delay is cut to whole milliseconds from
+# a clock read when the loop's turn began): what is left below this is no time, or the loop would
+# read again and again in the last milliseconds before a deadline.
+CLOCK_GRAIN_SEC = 0.01
+
 
 async def follow(
     subscription,
@@ -61,7 +66,7 @@ async def follow(
 async def _waited(subscription, deadline: float, recheck_sec: float) -> bool:
     """Wait for a wake-up or ``recheck_sec``; False if there is nothing to wait for, or no time left."""
     left = deadline - time.monotonic()
-    if subscription is None or left <= 0:
+    if subscription is None or left <= CLOCK_GRAIN_SEC:
         return False
     await subscription.wait(min(recheck_sec, left))
     return True
