@@ -1,7 +1,9 @@
 """Ingestion runs and their items (seed 004): one run per click of Run for one source, and the
 current state of each item of the run (a state table, upserted by ``(run_id, item_key)``)."""
 
+import operator
 import uuid
+from functools import reduce
 
 import pgtrigger
 from django.conf import settings
@@ -146,10 +148,22 @@ class IngestionRun(models.Model):
         return f"{self.source_id}:{self.id}"
 
 
+# An item whose type is its stage's (a discovered URL in discovery, ...), and one the error panels show.
+TYPE_MATCHES_STAGE = reduce(
+    operator.or_, (models.Q(stage=stage, item_type=item_type) for stage, item_type in ITEM_TYPE_OF_STAGE.items())
+)
+IS_PROBLEM = models.Q(status__in=(ItemStatus.FAILED, ItemStatus.REVIEW_REQUIRED)) | models.Q(needs_review=True)
+
+
 class IngestionItem(models.Model):
     id = models.BigAutoField(primary_key=True)
-    run = models.ForeignKey(IngestionRun, on_delete=models.CASCADE, db_column="run_id", related_name="items")
-    source = models.ForeignKey(Source, on_delete=models.PROTECT, db_column="source_id", related_name="+")
+    # Indexed with the id (ix_ingestion_items_run_id, _source_id): the API lists by either in id order.
+    run = models.ForeignKey(
+        IngestionRun, on_delete=models.CASCADE, db_column="run_id", related_name="items", db_index=False
+    )
+    source = models.ForeignKey(
+        Source, on_delete=models.PROTECT, db_column="source_id", related_name="+", db_index=False
+    )
     source_url_id = models.TextField(null=True, blank=True)
     document_id = models.TextField(null=True, blank=True)
     item_key = models.TextField()
@@ -188,6 +202,17 @@ class IngestionItem(models.Model):
         indexes = [
             models.Index(fields=["run", "stage", "status"], name="ix_ingestion_items_run_stage"),
             models.Index(fields=["job_id"], name="ix_ingestion_items_job", condition=models.Q(job_id__isnull=False)),
+            # A run page's lists, each stage's first items, at a run of 100,000 (its counts are
+            # ingestion_run_counts): by stage, and those listed by their type in another stage
+            # (section 11), which are few; its error panel: the failed and those to review.
+            models.Index(fields=["run", "stage", "id"], name="ix_ingestion_items_run_list"),
+            models.Index(
+                fields=["run", "item_type", "id"], condition=~TYPE_MATCHES_STAGE, name="ix_ingestion_items_other"
+            ),
+            models.Index(fields=["run", "stage", "id"], condition=IS_PROBLEM, name="ix_ingestion_items_problems"),
+            # The API's items of a run or of a source, in id order, a page at a time.
+            models.Index(fields=["run", "id"], name="ix_ingestion_items_run_id"),
+            models.Index(fields=["source", "id"], name="ix_ingestion_items_source_id"),
         ]
         # Per statement: no live item in a canceled run; stats_json of the run kept current from the rows changed.
         triggers = [
@@ -217,6 +242,8 @@ class RunStageCount(models.Model):
     stage = models.CharField(max_length=16, choices=ItemStage)
     status = models.CharField(max_length=16, choices=ItemStatus)
     items = models.IntegerField(default=0)
+    first_at = models.DateTimeField(db_default=Now())  # when the first item came to this stage and status
+    changed_at = models.DateTimeField(db_default=Now())  # when the count last changed
 
     class Meta:
         db_table = "ingestion_run_counts"

@@ -3,6 +3,7 @@ and Cancel. Server-rendered in the admin's frame; while a run is active a page r
 body (with the page's own query: its filters and page). Each page is read and rendered in one
 snapshot, so what it shows is one state of the database."""
 
+import json
 import uuid
 
 from django.contrib import admin, messages
@@ -82,17 +83,19 @@ def run_page(request, run_id: uuid.UUID):
         run = selectors.run_get(run_id=run_id)
     except NotFoundError:
         raise Http404("no such run") from None
+    counts = selectors.run_stage_counts(run=run)
     context = _context(
         request,
         f"Run of {run.source.name}",
         run=run,
         stats=selectors.run_stats_rows(run=run),
         active=run.status not in ENDED_RUN_STATUSES,
-        lists=selectors.run_stage_items(run=run),
+        lists=selectors.run_stage_items(run=run, counts=counts),
         problems=selectors.run_problems(run=run),
-        timeline=selectors.run_timeline(run=run),
-        jobs=selectors.run_jobs(run=run),
-        has_failed=run.items.filter(status="failed").exists(),
+        timeline=selectors.run_timeline(counts=counts),
+        jobs=selectors.run_jobs_summary(run=run),
+        jobs_search=json.dumps({"run_id": str(run.id)}),
+        has_failed=any(stage["by_status"].get("failed") for stage in counts.values()),
     )
     return _rendered(request, "ingestion/run.html", context)
 

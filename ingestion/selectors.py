@@ -3,17 +3,20 @@
 import uuid
 from collections.abc import Iterable
 
-from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Subquery, TextField, Value
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery, TextField, Value
 from django.db.models.functions import Cast, Coalesce, Concat
 
 from ingestion.models import (
     ACTIVE_RUN_STATUSES,
     ENDED_RUN_STATUSES,
+    IS_PROBLEM,
     ITEM_TYPE_OF_STAGE,
+    TYPE_MATCHES_STAGE,
     IngestionItem,
     IngestionRun,
     ItemStage,
     ItemStatus,
+    RunStageCount,
 )
 from ingestion.stats import STATS_SHAPE
 from jobs.models import Job, JobStatus
@@ -78,30 +81,55 @@ def runs_history(*, source_id: int | None = None, status: str | None = None) -> 
     return runs
 
 
-def run_stage_items(*, run: IngestionRun) -> dict[str, dict]:
+def run_stage_counts(*, run: IngestionRun) -> dict[str, dict]:
+    """Per stage with items: how many by status, in all, when the first came and when one last
+    changed; read from the counts the items' triggers keep (``ingestion_run_counts``)."""
+    stages: dict[str, dict] = {}
+    for count in RunStageCount.objects.filter(run=run):
+        stage = stages.setdefault(count.stage, {"stage": count.stage, "items": 0, "by_status": {}, "first": None})
+        stage["items"] += count.items
+        stage["by_status"][count.status] = count.items
+        stage["first"] = min(filter(None, [stage["first"], count.first_at]))
+        stage["last"] = max(filter(None, [stage.get("last"), count.changed_at]))
+    return stages
+
+
+def run_stage_items(*, run: IngestionRun, counts: dict[str, dict]) -> dict[str, dict]:
     """The Discovery, Documents and OCR lists, by stage or by item_type (section 11): each its
-    first LIST_LIMIT items and how many there are."""
+    first LIST_LIMIT items and how many there are. An item listed by its type outside its type's
+    stage is rare: those are read apart (``ix_ingestion_items_other``)."""
     lists = {}
     for stage, item_type in ITEM_TYPE_OF_STAGE.items():
-        items = run.items.filter(Q(stage=stage) | Q(item_type=item_type)).order_by("id")
-        lists[stage] = {"label": STAGE_LABELS[stage], "items": list(items[:LIST_LIMIT]), "total": items.count()}
+        elsewhere = run.items.filter(item_type=item_type).exclude(TYPE_MATCHES_STAGE).exclude(stage=stage)
+        first = [*run.items.filter(stage=stage).order_by("id")[:LIST_LIMIT], *elsewhere.order_by("id")[:LIST_LIMIT]]
+        lists[stage] = {
+            "label": STAGE_LABELS[stage],
+            "items": sorted(first, key=lambda item: item.id)[:LIST_LIMIT],
+            "total": counts.get(stage, {}).get("items", 0) + elsewhere.count(),
+        }
     return lists
 
 
 def run_problems(*, run: IngestionRun) -> QuerySet[IngestionItem]:
-    """Items for the error panels: failed or waiting for review."""
-    return run.items.filter(Q(status__in=PROBLEM_STATUSES) | Q(needs_review=True)).order_by("stage", "id")[:LIST_LIMIT]
+    """Items for the error panels: failed or waiting for review (``ix_ingestion_items_problems``)."""
+    return run.items.filter(IS_PROBLEM).order_by("stage", "id")[:LIST_LIMIT]
 
 
-def run_timeline(*, run: IngestionRun) -> list[dict]:
+def run_timeline(*, counts: dict[str, dict]) -> list[dict]:
     """Per stage: its items, when the first one appeared and when the last one moved."""
-    rows = run.items.values("stage").annotate(items=Count("id"), first=Min("created_at"), last=Max("updated_at"))
-    by_stage = {row["stage"]: row for row in rows}
-    return [by_stage[stage] for stage in ITEM_TYPE_OF_STAGE if stage in by_stage]
+    return [counts[stage] for stage in ITEM_TYPE_OF_STAGE if stage in counts]
 
 
 def run_jobs(*, run: IngestionRun) -> QuerySet[Job]:
     return jobs_with_args(values={"run_id": str(run.id)})
+
+
+def run_jobs_summary(*, run: IngestionRun, limit: int = LIST_LIMIT) -> dict:
+    """A run's jobs by status, and those that did not succeed (their first ``limit``): a run of
+    100,000 items has as many jobs, which no page lists."""
+    by_status = dict(run_jobs(run=run).order_by().values_list("status").annotate(jobs=Count("job_id")))
+    unsucceeded = jobs_with_args(values={"run_id": str(run.id)}, statuses=set(JobStatus) - {JobStatus.SUCCEEDED})
+    return {"by_status": by_status, "total": sum(by_status.values()), "unsucceeded": list(unsucceeded[:limit])}
 
 
 def _jobs_of_outer_run(statuses=None) -> QuerySet[Job]:

@@ -5,8 +5,8 @@
 - ``ingestion_items``: no statement may write an item of a canceled run other than as
   ``canceled`` (the run rows are locked first, so a cancel committing meanwhile is seen); and
   the run's ``stats_json`` is kept current: each statement adds what it changed
-  (+1 per new state, −1 per old one) to ``ingestion_run_counts`` and rebuilds the touched
-  runs' stats from those few rows.
+  (+1 per new state, −1 per old one) to ``ingestion_run_counts`` (stamping when its count first
+  and last changed: the run page's timeline) and rebuilds the touched runs' stats from those few rows.
 """
 
 # The statuses counted per stage, besides its total (the seed's shape).
@@ -77,7 +77,7 @@ def items_trigger_sql(operation: str) -> str:
     if operation == "DELETE":  # the counts exist (or went with their run): never recreate them
         guard = ""
         apply = (
-            f"UPDATE ingestion_run_counts c SET items = c.items + d.n FROM ({delta}) AS d "
+            f"UPDATE ingestion_run_counts c SET items = c.items + d.n, changed_at = now() FROM ({delta}) AS d "
             "WHERE c.run_id = d.run_id AND c.stage = d.stage AND c.status = d.status;"
         )
     else:  # in key order, so that concurrent statements lock count rows in the same order
@@ -85,7 +85,8 @@ def items_trigger_sql(operation: str) -> str:
         apply = (
             f"INSERT INTO ingestion_run_counts (run_id, stage, status, items) "
             f"SELECT run_id, stage, status, n FROM ({delta}) AS d ORDER BY run_id, stage, status "
-            "ON CONFLICT (run_id, stage, status) DO UPDATE SET items = ingestion_run_counts.items + excluded.items;"
+            "ON CONFLICT (run_id, stage, status) "
+            "DO UPDATE SET items = ingestion_run_counts.items + excluded.items, changed_at = now();"
         )
     refresh = (
         f"UPDATE ingestion_runs r SET stats_json = s.stats "

@@ -2,9 +2,9 @@ import json
 import uuid
 from contextlib import suppress
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.http import Http404, HttpResponseNotAllowed
@@ -18,7 +18,7 @@ from jobs.admin_dashboard import DashboardAdminMixin
 from jobs.job_page import job_page, latest_runs
 from jobs.models import Job, PeriodicTask, Queue, Worker
 from jobs.templatetags.job_times import ago, duration
-from pipeline_project.core.admin import ReadOnlyAdminMixin
+from pipeline_project.core.admin import KeysetAdminMixin, KeysetChangeList, ReadOnlyAdminMixin
 from pipeline_project.core.snapshot import rendered_in_snapshot
 
 
@@ -27,7 +27,7 @@ def _cell(text: str):
     return format_html('<span class="cell" title="{text}">{text}</span>', text=text)
 
 
-class JobChangeList(ChangeList):
+class JobChangeList(KeysetChangeList):
     """The page's jobs, each with its latest run from the journal (its wait and run times)."""
 
     def get_results(self, request):
@@ -38,8 +38,32 @@ class JobChangeList(ChangeList):
             job.latest_run = runs.get(job.job_id)
 
 
+class CountedValueFilter(admin.SimpleListFilter):
+    """The queues (or tasks) there are jobs of, from the counts the triggers keep (Django's own
+    filter would read every job for them)."""
+
+    column = ""
+
+    def lookups(self, request, model_admin):
+        return [(value, value) for value in sorted({row[self.column] for row in selectors.job_counts()})]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        return queryset if value is None else queryset.filter(**{self.parameter_name: value})
+
+
+class QueueFilter(CountedValueFilter):
+    title = parameter_name = "queue"
+    column = 0
+
+
+class TaskFilter(CountedValueFilter):
+    title = parameter_name = "task"
+    column = 1
+
+
 @admin.register(Job)
-class JobAdmin(DashboardAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class JobAdmin(DashboardAdminMixin, KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Jobs are created by producers and change only through services (the actions below).
 
     The actions act on the selected jobs, or on every job the current filters match when
@@ -48,19 +72,30 @@ class JobAdmin(DashboardAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
 
     list_display = ["short_id", "task_name", "queue_name", "status_badge", "created", "times", "error_line"]
     list_display_links = ["short_id"]
-    list_filter = ["status", "queue", "task"]
+    list_filter = ["status", QueueFilter, TaskFilter]
     search_fields = ["job_id", "idempotency_key", "lock_key"]
     search_help_text = (
-        'Exact job id, idempotency key or lock key; args:{"source_id": 7} (JSON the args contain); error:timeout'
+        'Exact job id, idempotency key or lock key; args:{"source_id": 7} (JSON the args contain); '
+        f"error:timeout (the errors of jobs created in the last {settings.DL_ERROR_SEARCH_HOURS:g} hours)"
     )
-    ordering = ["-job_id"]  # UUIDv7: newest first, read straight off the primary key
+    keyset = "job_id"  # UUIDv7: newest first, read straight off the primary key, older pages by it
     list_per_page = 100
-    show_full_result_count = False
     actions = ["retry_jobs", "cancel_jobs", "delete_jobs"]
     change_list_template = "admin/jobs/job/change_list.html"
 
     def get_changelist(self, request, **kwargs):
         return JobChangeList
+
+    def keyset_count(self, request, changelist) -> int | None:
+        """The jobs the status, queue and task filters match, from the counts (none if searched)."""
+        if changelist.query:
+            return None
+        wanted = [request.GET.get("queue"), request.GET.get("task"), request.GET.get("status__exact")]
+        return sum(
+            jobs
+            for queue, task, status, jobs in selectors.job_counts()
+            if all(value in (None, found) for value, found in zip(wanted, (queue, task, str(status)), strict=True))
+        )
 
     def changelist_view(self, request, extra_context=None):
         view = super().changelist_view
@@ -136,7 +171,7 @@ class JobAdmin(DashboardAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
                 return queryset.none(), False
             return queryset.filter(args__contains=wanted), False
         if term.startswith("error:"):
-            return queryset.filter(error__icontains=term.removeprefix("error:").strip()), False
+            return selectors.jobs_with_error(queryset, text=term.removeprefix("error:").strip()), False
         matches = Q(idempotency_key=term) | Q(lock_key=term)
         with suppress(ValueError):  # not a job id; the keys may still match
             matches |= Q(job_id=uuid.UUID(term))

@@ -11,12 +11,14 @@ import time
 import uuid
 
 import pgtrigger
-from django.contrib.postgres.indexes import BrinIndex
+from django.contrib.postgres.indexes import BrinIndex, GinIndex
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import MD5, Cast
 
 from jobs.dependencies import REACT_CALL, WAITING_AVAILABLE_AT, shown_status
+from pipeline_project.core.counts import Counts
 from pipeline_project.core.triggers import statement_notify_triggers, statement_trigger
 
 DL_STATUS_TYPE = "dl_status"
@@ -130,6 +132,11 @@ def uuid7() -> uuid.UUID:
     return uuid.UUID(int=milliseconds << 80 | 0x7 << 76 | rand_a << 64 | 0x2 << 62 | rand_b)
 
 
+# Jobs per queue, task and status, kept by dl_jobs' triggers: what the dashboard, /metrics, /status
+# and the admin's filters show, without counting millions of rows.
+JOB_COUNTS = Counts(table="dl_jobs", counts_table="dl_job_counts", columns=("queue", "task", "status"))
+
+
 class Job(models.Model):
     job_id = models.UUIDField(primary_key=True, default=uuid7)
     queue = models.TextField()
@@ -200,8 +207,32 @@ class Job(models.Model):
             # Extra: created_at ranges. BRIN costs next to nothing to maintain: rows arrive in
             # created_at order. (Newest-first listings walk the primary key: job ids are UUIDv7.)
             BrinIndex(fields=["created_at"], name="ix_dl_jobs_created_brin"),
+            # Extra: the lists' filters, each read newest first (job_id) or found at once when
+            # nothing matches, at millions of jobs (README "At production size").
+            models.Index(fields=["queue", "job_id"], name="ix_dl_jobs_queue_job"),
+            models.Index(fields=["task", "job_id"], name="ix_dl_jobs_task_job"),
+            models.Index(fields=["lock_key", "job_id"], name="ix_dl_jobs_lock_key_job"),
+            models.Index(
+                fields=["partition_key", "job_id"], condition=~Q(partition_key=""), name="ix_dl_jobs_partition_job"
+            ),
+            GinIndex(fields=["args"], opclasses=["jsonb_path_ops"], name="ix_dl_jobs_args"),  # args @> {...}
+            # Retention's maxIdentical: a signature's finished jobs, newest first.
+            models.Index(
+                F("task"),
+                F("queue"),
+                MD5(Cast("args", output_field=models.TextField())),
+                F("finished_at"),
+                condition=Q(finished_at__isnull=False),
+                name="ix_dl_jobs_signature",
+            ),
+            # The admin's error search reads the jobs with an error in a recent window (no pg_trgm:
+            # the embedded server has none).
+            models.Index(fields=["created_at"], condition=Q(error__isnull=False), name="ix_dl_jobs_errored"),
         ]
-        triggers = statement_notify_triggers(name="dl_jobs_notify", body=_notify_ready_sql)
+        triggers = [
+            *statement_notify_triggers(name="dl_jobs_notify", body=_notify_ready_sql),
+            *JOB_COUNTS.triggers(name="dl_jobs_count"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.task} {self.job_id}"
@@ -258,6 +289,23 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} #{self.event_id}"
+
+
+class JobCount(models.Model):
+    """Rows appended by dl_jobs' triggers (``JOB_COUNTS``): summed, they count the jobs of each
+    queue, task and status; ``jobs.counts`` folds them now and then."""
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.TextField()
+    task = models.TextField()
+    status = PgEnumField(enum_type=DL_STATUS_TYPE, choices=JobStatus)
+    n = models.BigIntegerField()
+
+    class Meta:
+        db_table = "dl_job_counts"
+
+    def __str__(self) -> str:
+        return f"{self.queue} {self.task} {self.status} {self.n:+d}"
 
 
 class JobDependency(models.Model):

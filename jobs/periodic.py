@@ -31,10 +31,13 @@ def queue_tasks(config) -> list[PeriodicTask]:
                 prune_finished_jobs,
                 older_than_sec=config.retention_age_sec,
                 max_identical=config.retention_max_identical,
+                # Twice the period: a run that came late still sees every signature since the last.
+                finished_within_sec=2 * config.retention_period_sec + settings.DL_RETENTION_BUDGET_SEC,
             ),
         ),
         PeriodicTask("jobs.statistics", settings.DL_STATISTICS_CHECK_SEC, refresh_statistics),
         PeriodicTask("jobs.vacuum", settings.DL_VACUUM_CHECK_SEC, vacuum),
+        PeriodicTask("jobs.counts", settings.DL_COUNTS_FOLD_SEC, services.job_counts_fold),
     ]
 
 
@@ -56,8 +59,14 @@ def forget_workers(*, silent_for_sec: float) -> dict:
     return {"forgotten": services.workers_prune(silent_for_sec=silent_for_sec)}
 
 
-def prune_finished_jobs(*, older_than_sec: float, max_identical: int) -> dict:
-    return {"pruned": services.jobs_prune(older_than_sec=older_than_sec, max_identical=max_identical)}
+def prune_finished_jobs(*, older_than_sec: float, max_identical: int, finished_within_sec: float) -> dict:
+    pruned = services.jobs_prune(
+        older_than_sec=older_than_sec,
+        max_identical=max_identical,
+        finished_within_sec=finished_within_sec,
+        budget_sec=settings.DL_RETENTION_BUDGET_SEC,
+    )
+    return {"pruned": pruned}
 
 
 def refresh_statistics() -> dict:

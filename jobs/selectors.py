@@ -12,7 +12,7 @@ from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from jobs.dependencies import WAITING_AVAILABLE_AT, shown_status
-from jobs.models import FINISHED_STATUSES, Job, JobStatus, PeriodicTask, Queue, Worker
+from jobs.models import FINISHED_STATUSES, JOB_COUNTS, Job, JobStatus, PeriodicTask, Queue, Worker
 from pipeline_project.core import sql
 from pipeline_project.core.errors import NotFoundError
 from pipeline_project.core.snapshot import snapshot
@@ -60,6 +60,13 @@ def job_list():
     return Job.objects.order_by("-job_id")
 
 
+def jobs_with_error(queryset: QuerySet[Job], *, text: str) -> QuerySet[Job]:
+    """The jobs of ``queryset`` whose error contains ``text`` (any case), among those created in the
+    last ``DL_ERROR_SEARCH_HOURS``: the text of every error ever is no index's, a window's is small."""
+    since = timezone.now() - timedelta(hours=settings.DL_ERROR_SEARCH_HOURS)
+    return queryset.filter(error__isnull=False, created_at__gte=since, error__icontains=text)
+
+
 def job_status(*, job_id: uuid.UUID) -> str | None:
     return Job.objects.filter(job_id=job_id).values_list("status", flat=True).first()
 
@@ -98,11 +105,18 @@ def next_available_at(*, queues: list[str]) -> datetime | None:
     )[0][0]
 
 
+def job_counts() -> list[tuple[str, str, str, int]]:
+    """``(queue, task, status, jobs)`` for each combination with jobs: read from the counts the
+    triggers keep (``jobs.models.JOB_COUNTS``), not counted."""
+    return JOB_COUNTS.read()
+
+
 def queue_depths() -> dict[str, dict[str, int]]:
     """``{queue: {status: count}}`` for every queue and status present."""
     depths: dict[str, dict[str, int]] = {}
-    for row in Job.objects.values("queue", "status").annotate(count=Count("job_id")).order_by("queue", "status"):
-        depths.setdefault(row["queue"], {})[row["status"]] = row["count"]
+    for queue, _task, status, jobs in job_counts():
+        by_status = depths.setdefault(queue, {})
+        by_status[status] = by_status.get(status, 0) + jobs
     return depths
 
 

@@ -201,8 +201,9 @@ for _database in DATABASES.values():
         # worker's claim/complete statements skip planning (about half their cost).
         _options["server_side_binding"] = True
         _options["prepare_threshold"] = 2
-        # Short OLTP statements gain nothing from JIT; compiling one costs tens to hundreds of ms.
-        _options["options"] = "-c jit=off"
+        # No JIT: compiling a short statement costs tens to hundreds of ms. Custom plans: a generic
+        # plan of ?queue=no-such-queue walks all of dl_jobs (the worker's runtime keeps its own generic).
+        _options["options"] = "-c jit=off -c plan_cache_mode=force_custom_plan"
     _database.setdefault("TEST", {})
 
 DATABASE_ROUTERS = ["pipeline_project.routers.PipelineRouter"]
@@ -304,13 +305,15 @@ DL_RECORD_LINGER_SEC = env_number("DL_RECORD_LINGER_SEC", 0.005)  # results wait
 DL_PROGRESS_INTERVAL_SEC = env_number("DL_PROGRESS_INTERVAL_SEC", 1.0)  # ctx.progress() writes at most this often
 # The worker's own claims and results; "off" risks only re-running jobs after a database crash.
 DL_WORKER_SYNCHRONOUS_COMMIT = os.environ.get("DL_WORKER_SYNCHRONOUS_COMMIT", "off")
-DL_RETENTION_PERIOD_SEC = env_number("DL_RETENTION_PERIOD_SEC", 300)
+DL_RETENTION_PERIOD_SEC = env_number("DL_RETENTION_PERIOD_SEC", 60)
+DL_RETENTION_BUDGET_SEC = env_number("DL_RETENTION_BUDGET_SEC", 10)  # a run's batches stop here; the next goes on
 # How often a worker checks that the planner's picture of dl_jobs is not far behind a burst of jobs.
 DL_STATISTICS_CHECK_SEC = env_number("DL_STATISTICS_CHECK_SEC", 2)
-# How often a worker checks how many dead row versions dl_jobs holds, and how many it vacuums away
-# (each claim walks past those of the jobs claimed since the last vacuum).
+# dl_jobs vacuumed at this many dead rows (each claim walks past those claimed since the last vacuum).
 DL_VACUUM_CHECK_SEC = env_number("DL_VACUUM_CHECK_SEC", 10)
 DL_VACUUM_DEAD_ROWS = env_number("DL_VACUUM_DEAD_ROWS", 100_000, int)
+DL_COUNTS_FOLD_SEC = env_number("DL_COUNTS_FOLD_SEC", 10)  # the triggers' appended counts folded this often
+DL_ERROR_SEARCH_HOURS = env_number("DL_ERROR_SEARCH_HOURS", 24)  # ?error= and error: read this window
 DL_RETENTION_AGE_SEC = env_number("DL_RETENTION_AGE_SEC", 7 * 24 * 3600)
 DL_RETENTION_MAX_IDENTICAL = env_number("DL_RETENTION_MAX_IDENTICAL", 100, int)
 # Recurring schedules (jobs/schedules): how often a worker enqueues the ticks that are due, and how

@@ -4,7 +4,7 @@ from django.db.models import Q
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from pipeline_project.core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
+from pipeline_project.core.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
 from tracking import selectors, services
 from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage, StageChange
 
@@ -49,17 +49,45 @@ class FailedAnywhereFilter(admin.SimpleListFilter):
         return queryset.filter(failed)
 
 
+class ShardFilter(admin.SimpleListFilter):
+    """The shards there are rows of, from the counts the triggers keep (not a read of every row)."""
+
+    title = parameter_name = "shard"
+
+    def lookups(self, request, model_admin):
+        return [(str(shard), str(shard)) for shard in selectors.shards()]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        return queryset if value is None else queryset.filter(shard=int(value) if value.isdigit() else -1)
+
+
 @admin.register(PipelineTracking)
-class PipelineTrackingAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class PipelineTrackingAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Rows are created and moved by daemons; the admin only repairs, through actions."""
 
     list_display = ["filename", "shard", *selectors.STATUS_COLUMNS, "created_at", "updated_at"]
-    list_filter = [*selectors.STATUS_COLUMNS, FailedAnywhereFilter, "shard"]
+    list_filter = [*selectors.STATUS_COLUMNS, FailedAnywhereFilter, ShardFilter]
     search_fields = ["filename"]
     search_help_text = "Filename prefix"
-    ordering = ["-id"]
     list_per_page = 100
-    show_full_result_count = False
+
+    def keyset_count(self, request, changelist) -> int | None:
+        """The rows the filters match, from the counts (none if searched)."""
+        if changelist.query:
+            return None
+        wanted = [
+            request.GET.get("shard"),
+            *(request.GET.get(f"{column}__exact") for column in selectors.STATUS_COLUMNS),
+        ]
+        failed_anywhere = request.GET.get("failed_anywhere") == "yes"
+        return sum(
+            rows
+            for *combination, rows in selectors.counts()
+            if all(value in (None, str(found)) for value, found in zip(wanted, combination, strict=True))
+            and (not failed_anywhere or "failed" in combination[1:])
+        )
+
     actions = [_retry_action(stage) for stage in QUEUE_STAGES.values()]
     inlines = [StageHistoryInline]
     change_list_template = "admin/tracking/pipelinetracking/change_list.html"

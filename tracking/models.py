@@ -4,6 +4,7 @@ import pgtrigger
 from django.db import models
 from django.db.models.functions import Now
 
+from pipeline_project.core.counts import Counts
 from pipeline_project.core.triggers import statement_notify_triggers, statement_trigger
 
 
@@ -87,6 +88,16 @@ def _status_field():
     return models.CharField(max_length=8, choices=Status, default=Status.NEW, db_default=Status.NEW)
 
 
+# Rows per shard and combination of stage statuses, kept by pipeline_tracking's triggers: the
+# summary and the admin's counts, without counting millions of rows.
+TRACKING_COUNTS = Counts(
+    table="pipeline_tracking",
+    counts_table="pipeline_tracking_counts",
+    columns=("shard", *(stage.column for stage in STAGES.values())),
+    alias="pipeline",
+)
+
+
 class PipelineTracking(models.Model):
     filename = models.CharField(max_length=255)
     shard = models.IntegerField()
@@ -124,14 +135,44 @@ class PipelineTracking(models.Model):
             ),
             # Admin search by filename prefix.
             models.Index(fields=["filename"], opclasses=["varchar_pattern_ops"], name="ix_tracking_filename_prefix"),
+            # The admin's filters by a stage's status, newest first: the rows not done yet at a
+            # stage are few (those done are most rows: the list walks them by id).
+            *(
+                models.Index(
+                    fields=[stage.column, "id"],
+                    condition=~models.Q(**{stage.column: Status.DONE}),
+                    name=f"ix_trk_not_done_{stage.key}",
+                )
+                for stage in STAGES.values()
+            ),
         ]
         triggers = [
             *statement_notify_triggers(name="notify_ready", body=_ready_notify_sql),
             statement_trigger(name="stage_history_upd", operation=pgtrigger.Update, func=_stage_history_sql()),
+            *TRACKING_COUNTS.triggers(name="tracking_count"),
         ]
 
     def __str__(self) -> str:
         return f"{self.filename}#{self.shard}"
+
+
+class TrackingCount(models.Model):
+    """Rows appended by pipeline_tracking's triggers (``TRACKING_COUNTS``): summed, they count the
+    rows of each shard and combination of stage statuses."""
+
+    id = models.BigAutoField(primary_key=True)
+    shard = models.IntegerField()
+    event_ingest_status = models.CharField(max_length=8, choices=Status)
+    shard_splitter_status = models.CharField(max_length=8, choices=Status)
+    shard_worker_status = models.CharField(max_length=8, choices=Status)
+    mysql_sender_status = models.CharField(max_length=8, choices=Status)
+    n = models.BigIntegerField()
+
+    class Meta:
+        db_table = "pipeline_tracking_counts"
+
+    def __str__(self) -> str:
+        return f"shard {self.shard} {self.n:+d}"
 
 
 class StageChange(models.Model):

@@ -1,13 +1,9 @@
 """Reads of pipeline_tracking."""
 
-import operator
 from datetime import datetime
-from functools import reduce
-
-from django.db.models import Count, Q
 
 from pipeline_project.core.errors import NotFoundError
-from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage, Status
+from tracking.models import QUEUE_STAGES, STAGES, TRACKING_COUNTS, PipelineTracking, Stage, Status
 
 STATUS_COLUMNS = [stage.column for stage in STAGES.values()]
 
@@ -39,29 +35,29 @@ def file_statuses(*, filename: str) -> list[dict]:
     return rows
 
 
+def counts() -> list[tuple]:
+    """``(shard, *stage statuses, rows)`` for each combination with rows: read from the counts the
+    triggers keep (``tracking.models.TRACKING_COUNTS``), not counted."""
+    return TRACKING_COUNTS.read()
+
+
+def shards() -> list[int]:
+    return sorted({shard for shard, *_rest in counts()})
+
+
 def metrics_summary() -> dict:
     """Counts per stage and status, and per shard: total, done (through mysql-sender), failed (at any stage)."""
-    per_status = {
-        f"{stage.key}__{status}": Count("id", filter=Q(**{stage.column: status}))
-        for stage in STAGES.values()
-        for status in Status.values
-    }
-    totals = PipelineTracking.objects.aggregate(total=Count("id"), **per_status)
-    failed_anywhere = reduce(operator.or_, (Q(**{column: Status.FAILED}) for column in STATUS_COLUMNS))
-    by_shard = (
-        PipelineTracking.objects.values("shard")
-        .annotate(
-            total=Count("id"),
-            done=Count("id", filter=Q(mysql_sender_status=Status.DONE)),
-            failed=Count("id", filter=failed_anywhere),
-        )
-        .order_by("shard")
-    )
+    by_stage = {stage.key: dict.fromkeys(Status.values, 0) for stage in STAGES.values()}
+    by_shard: dict[int, dict] = {}
+    for shard, *statuses, rows in counts():
+        for stage, status in zip(STAGES.values(), statuses, strict=True):
+            by_stage[stage.key][status] += rows
+        totals = by_shard.setdefault(shard, {"shard": shard, "total": 0, "done": 0, "failed": 0})
+        totals["total"] += rows
+        totals["done"] += rows if statuses[-1] == Status.DONE else 0
+        totals["failed"] += rows if Status.FAILED in statuses else 0
     return {
-        "total": totals["total"],
-        "by_stage": {
-            stage.key: {status: totals[f"{stage.key}__{status}"] for status in Status.values}
-            for stage in STAGES.values()
-        },
-        "by_shard": list(by_shard),
+        "total": sum(shard["total"] for shard in by_shard.values()),
+        "by_stage": by_stage,
+        "by_shard": [by_shard[shard] for shard in sorted(by_shard)],
     }

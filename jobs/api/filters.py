@@ -3,6 +3,7 @@ import json
 import django_filters
 from django import forms
 
+from jobs import selectors
 from jobs.models import Job, JobStatus
 from pipeline_project.core.storable import json_problem
 
@@ -38,10 +39,16 @@ class JobFilter(django_filters.FilterSet):
     partition_key = django_filters.CharFilter()
     idempotency_key = django_filters.CharFilter()
     args = JSONContainsFilter(help_text='Jobs whose args contain this JSON object, e.g. {"source_id": 7}')
-    error = django_filters.CharFilter(lookup_expr="icontains", help_text="Jobs whose error contains this text")
+    error = django_filters.CharFilter(
+        method="with_error",
+        help_text="Jobs whose error contains this text, among those created in the last DL_ERROR_SEARCH_HOURS (24)",
+    )
     created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = Job
         fields = []
+
+    def with_error(self, queryset, name, value):
+        return selectors.jobs_with_error(queryset, text=value)

@@ -6,18 +6,31 @@ is built shows as it was before or after, never half of each.
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.forms.models import BaseInlineFormSet
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
 from jobs.processes import selectors, services
-from jobs.processes.models import Event, Process, Task
-from pipeline_project.core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
+from jobs.processes.models import PROCESS_STATUSES, Event, Process, Task
+from pipeline_project.core.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
 from pipeline_project.core.errors import ApplicationError
 from pipeline_project.core.snapshot import read_in_snapshot
 
 
+class LatestInlineFormSet(BaseInlineFormSet):
+    """A process's latest rows only (its inline's ``latest``): a process may have 10,000 events."""
+
+    def get_queryset(self):
+        if not hasattr(self, "_latest"):  # once: every form of the set reads it
+            self._latest = super().get_queryset()[: self.latest]
+        return self._latest
+
+
 class TaskInline(ReadOnlyTabularInline):
     model = Task
+    formset = LatestInlineFormSet
+    latest = 100
+    verbose_name_plural = f"tasks (the latest {latest})"
     fields = [
         "task_id",
         "task_type",
@@ -29,26 +42,71 @@ class TaskInline(ReadOnlyTabularInline):
         "response",
         "attempts_count",
     ]
-    ordering = ["task_id"]
+    ordering = ["-task_id"]
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+        formset.latest = self.latest
+        return formset
 
 
-class EventInline(ReadOnlyTabularInline):
+class EventInline(TaskInline):
     model = Event
+    latest = 200
+    verbose_name_plural = f"events (the latest {latest}; the API's history range reads any)"
     fields = ["event_id", "task", "timestamp", "payload", "metadata"]
-    ordering = ["event_id"]
+    ordering = ["-event_id"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("task")  # each row shows its task
+
+
+class StatusFilter(admin.SimpleListFilter):
+    """A process's statuses are few and known: no read of the processes for them."""
+
+    title = "status"
+    parameter_name = "status__exact"
+
+    def lookups(self, request, model_admin):
+        return [(status, status) for status in PROCESS_STATUSES]
+
+    def queryset(self, request, queryset):
+        return queryset if self.value() is None else queryset.filter(status=self.value())
+
+
+class NamespaceFilter(admin.SimpleListFilter):
+    """The namespaces there are processes of, from the counts the triggers keep."""
+
+    title = parameter_name = "namespace"
+
+    def lookups(self, request, model_admin):
+        return [(name, name) for name in sorted({row[0] for row in selectors.process_counts()})]
+
+    def queryset(self, request, queryset):
+        return queryset if self.value() is None else queryset.filter(namespace=self.value())
 
 
 @admin.register(Process)
-class ProcessAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ProcessAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Processes change only through their processors and the repair actions below."""
 
     list_display = ["process_id", "namespace", "status", "previous_status", "status_changed_at", "detail", "created_at"]
-    list_filter = ["status", "namespace"]
+    list_filter = [StatusFilter, NamespaceFilter]
     search_fields = ["=process_id"]
     search_help_text = "Exact process id"
-    ordering = ["-id"]
     list_per_page = 100
-    show_full_result_count = False
+
+    def keyset_count(self, request, changelist) -> int | None:
+        """The processes the status and namespace filters match, from the counts (none if searched)."""
+        if changelist.query:
+            return None
+        wanted = [request.GET.get("namespace"), request.GET.get("status__exact")]
+        return sum(
+            processes
+            for namespace, status, processes in selectors.process_counts()
+            if all(value in (None, found) for value, found in zip(wanted, (namespace, status), strict=True))
+        )
+
     inlines = [TaskInline, EventInline]
     actions = ["repair_processes", "simple_repair_processes"]
     change_list_template = "admin/processes/process/change_list.html"

@@ -15,7 +15,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from jobs.processes.inputs import check_process_id
-from jobs.processes.models import PROCESS_STATUSES, Process, Running, Schedule, Task
+from jobs.processes.models import PROCESS_COUNTS, PROCESS_STATUSES, Process, Running, Schedule, Task
 from jobs.processes.ranges import history_range_clean
 from jobs.processes.registry import ProcessView, require
 from jobs.processes.registry import names as names_registered
@@ -206,13 +206,9 @@ def namespaces_counts(*, namespace: str | None = None) -> list[dict[str, Any]]:
     filters = {} if namespace is None else {"namespace": namespace}
     names = [namespace] if namespace is not None else sorted(set(names_registered()) | set(_namespaces_stored()))
     by_status: dict[str, dict[str, int]] = {name: dict.fromkeys(PROCESS_STATUSES, 0) for name in names}
-    for name, status, count in (
-        Process.objects.filter(**filters)
-        .values("namespace", "status")
-        .annotate(n=Count("id"))
-        .values_list("namespace", "status", "n")
-    ):
-        by_status.setdefault(name, dict.fromkeys(PROCESS_STATUSES, 0))[status] = count
+    for name, status, count in process_counts():
+        if namespace is None or name == namespace:
+            by_status.setdefault(name, dict.fromkeys(PROCESS_STATUSES, 0))[status] = count
     running = _counts_by_namespace(Running.objects.filter(**filters))
     timers = _counts_by_namespace(_timers(within_sec=TIMERS_WITHIN_SEC, **filters))
     return [
@@ -226,8 +222,14 @@ def namespaces_counts(*, namespace: str | None = None) -> list[dict[str, Any]]:
     ]
 
 
+def process_counts() -> list[tuple[str, str, int]]:
+    """``(namespace, status, processes)`` for each with processes: from the counts the triggers
+    keep (``PROCESS_COUNTS``), not counted."""
+    return PROCESS_COUNTS.read()
+
+
 def _namespaces_stored() -> list[str]:
-    return list(Process.objects.order_by("namespace").values_list("namespace", flat=True).distinct())
+    return sorted({namespace for namespace, _status, _processes in process_counts()})
 
 
 def _counts_by_namespace(queryset) -> dict[str, int]:

@@ -1,6 +1,7 @@
 """Housekeeping: expired leases, retention, the registry of workers, periodic tasks."""
 
 import json
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 import psycopg
 from django.db import transaction
 
+from jobs.models import JOB_COUNTS
 from pipeline_project.core import sql
 from pipeline_project.databases import connection_params
 
@@ -60,44 +62,75 @@ def jobs_reap(*, batch: int = REAP_BATCH) -> Reaped:
     return Reaped(requeued=requeued, lost=lost)
 
 
-def jobs_prune(*, older_than_sec: float, max_identical: int, batch: int = 10_000) -> int:
+RETENTION_BATCH = 2000  # jobs a statement deletes (with their events): well under a second
+
+
+def jobs_prune(
+    *,
+    older_than_sec: float,
+    max_identical: int,
+    finished_within_sec: float,
+    budget_sec: float,
+    batch: int = RETENTION_BATCH,
+) -> int:
     """Retention: delete finished jobs older than the age limit, and beyond the newest
     ``max_identical`` finished jobs of one signature (queue, task, args), as seed 003's
-    ``maxIdentical``. Their events go with them (ON DELETE CASCADE). Returns how many."""
-    rows = sql.rows(
-        """
-        WITH too_old AS (
+    ``maxIdentical``. Their events go with them (ON DELETE CASCADE). Returns how many.
+
+    Batch after batch, each its own transaction on a connection of its own (the periodic task's
+    transaction stays short: no lock or snapshot held across batches), until both rules find less
+    than a batch or ``budget_sec`` has passed (the next run goes on). A signature is checked when
+    one of its jobs finished within ``finished_within_sec``: the only moment it can grow crowded.
+    """
+    deadline = time.monotonic() + budget_sec
+    pruned = 0
+    with psycopg.connect(**connection_params("default"), autocommit=True) as conn:
+        for statement, params in (
+            (_PRUNE_AGED, {"age": older_than_sec, "batch": batch}),
+            (_PRUNE_IDENTICAL, {"within": finished_within_sec, "keep": max_identical, "batch": batch}),
+        ):
+            while time.monotonic() < deadline:
+                [(deleted,)] = conn.execute(statement, params).fetchall()
+                pruned += deleted
+                if deleted < batch:
+                    break
+    return pruned
+
+
+_PRUNE_AGED = """
+    WITH pruned AS (
+        DELETE FROM dl_jobs WHERE job_id = ANY(ARRAY(
             SELECT job_id FROM dl_jobs
             WHERE finished_at IS NOT NULL AND finished_at < now() - make_interval(secs => %(age)s)
             ORDER BY finished_at
             LIMIT %(batch)s
-        ),
-        crowded AS (
-            SELECT queue, task, args FROM dl_jobs
-            WHERE finished_at IS NOT NULL
-            GROUP BY queue, task, args
-            HAVING count(*) > %(keep)s
-        ),
-        surplus AS (
-            SELECT job_id FROM (
-                SELECT j.job_id, row_number() OVER (
-                    PARTITION BY j.queue, j.task, j.args ORDER BY j.finished_at DESC, j.job_id
-                ) AS newest_first
-                FROM dl_jobs j JOIN crowded c ON (j.queue, j.task, j.args) = (c.queue, c.task, c.args)
-                WHERE j.finished_at IS NOT NULL
-            ) ranked
-            WHERE newest_first > %(keep)s
-            LIMIT %(batch)s
-        ),
-        pruned AS (
-            DELETE FROM dl_jobs WHERE job_id IN (SELECT job_id FROM too_old UNION SELECT job_id FROM surplus)
-            RETURNING job_id
-        )
-        SELECT count(*) FROM pruned
-        """,
-        {"age": older_than_sec, "keep": max_identical, "batch": batch},
+        ))
+        RETURNING 1
     )
-    return rows[0][0]
+    SELECT count(*) FROM pruned
+"""
+
+# Each signature's finished jobs newest first, off ix_dl_jobs_signature: past the newest ``keep``.
+_PRUNE_IDENTICAL = """
+    WITH recent AS (
+        SELECT DISTINCT task, queue, md5(args::text) AS args_md5 FROM dl_jobs
+        WHERE finished_at IS NOT NULL AND finished_at >= now() - make_interval(secs => %(within)s)
+    ),
+    pruned AS (
+        DELETE FROM dl_jobs WHERE job_id = ANY(ARRAY(
+            SELECT surplus.job_id FROM recent CROSS JOIN LATERAL (
+                SELECT j.job_id FROM dl_jobs j
+                WHERE j.task = recent.task AND j.queue = recent.queue AND md5(j.args::text) = recent.args_md5
+                  AND j.finished_at IS NOT NULL
+                ORDER BY j.finished_at DESC
+                OFFSET %(keep)s
+            ) surplus
+            LIMIT %(batch)s
+        ))
+        RETURNING 1
+    )
+    SELECT count(*) FROM pruned
+"""
 
 
 # --- the worker registry -----------------------------------------------------------------
@@ -205,6 +238,11 @@ def jobs_statistics_refresh(*, min_queued: int = STATISTICS_MIN_QUEUED, drift: f
         return False
     sql.execute("ANALYZE dl_jobs", {})
     return True
+
+
+def job_counts_fold() -> dict:
+    """Fold the rows dl_jobs' triggers appended to dl_job_counts into one per queue, task and status."""
+    return JOB_COUNTS.compact()
 
 
 def jobs_vacuum(*, min_dead_rows: int) -> int:

@@ -65,3 +65,28 @@ def test_a_view_only_user_cannot_revoke_tokens(client):
     assert "revoke_tokens" not in page
     assert response.status_code in (200, 302, 403)
     assert ApiToken.objects.get().revoked_at is None
+
+
+def test_a_big_tables_list_pages_by_key_newest_first_and_counts_from_the_counts(admin_client):
+    from jobs import services as job_services
+    from jobs.models import Job
+
+    job_services.job_enqueue_many(
+        specs=[job_services.JobSpec(queue="paged", task="t", lock_key=f"k{n}") for n in range(250)]
+    )
+    newest_first = [str(job_id) for job_id in Job.objects.order_by("-job_id").values_list("job_id", flat=True)]
+
+    pages, url = [], "/admin/jobs/job/?queue=paged"
+    while url:
+        page = admin_client.get(url)
+        assert page.status_code == 200 and "250 jobs" in page.text  # the count the triggers keep
+        pages.append([job_id for job_id in newest_first if f"/admin/jobs/job/{job_id}/change/" in page.text])
+        assert ("« Newest" in page.text) == (len(pages) > 1)
+        older = page.context["cl"].older_url
+        url = f"/admin/jobs/job/{older}" if older else None
+    assert [len(shown) for shown in pages] == [100, 100, 50]
+    assert [job_id for shown in pages for job_id in sorted(shown, key=newest_first.index)] == newest_first
+
+    searched = admin_client.get("/admin/jobs/job/", {"q": "k7"})  # a search: its count unknown, not counted
+    assert searched.status_code == 200 and not searched.context["cl"].counted and "1 job\n" in searched.text
+    assert admin_client.get("/admin/jobs/job/", {"before": "not-a-job-id"}).status_code == 302  # ?e=1

@@ -147,7 +147,7 @@ def test_a_run_page_is_one_snapshot_while_another_client_writes(client, monkeypa
     services.items_upsert(items=[item(run, item_key="u1", document_url="http://x.example/first.pdf")])
     read_lists = selectors.run_stage_items
 
-    def lists_after_another_client_wrote(*, run):
+    def lists_after_another_client_wrote(*, run, counts):
         with raw_connection(autocommit=True) as other:
             other.execute(
                 "INSERT INTO ingestion_items (run_id, source_id, item_key, stage, item_type, status, error_message,"
@@ -155,7 +155,7 @@ def test_a_run_page_is_one_snapshot_while_another_client_writes(client, monkeypa
                 " 'http://x.example/late.pdf')",
                 [run.id, run.source_id],
             )
-        return read_lists(run=run)
+        return read_lists(run=run, counts=counts)
 
     monkeypatch.setattr(selectors, "run_stage_items", lists_after_another_client_wrote)
     page = client.get(f"/pipeline/runs/{run.id}/").content.decode()

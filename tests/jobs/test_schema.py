@@ -24,6 +24,14 @@ EXTRA_INDEXES = {
     "ix_dl_job_events_job",
     "ix_dl_job_events_ts_brin",
     "ix_dl_jobs_ingestion_run",  # ingestion's: a run's jobs
+    # The lists' filters at production size.
+    "ix_dl_jobs_queue_job",
+    "ix_dl_jobs_task_job",
+    "ix_dl_jobs_lock_key_job",
+    "ix_dl_jobs_partition_job",
+    "ix_dl_jobs_args",
+    "ix_dl_jobs_errored",
+    "ix_dl_jobs_signature",  # retention's maxIdentical
 }
 
 

@@ -614,12 +614,26 @@ def test_retention_prunes_old_finished_jobs_and_keeps_n_identical():
         Job.objects.filter(job_id=enqueued.job_id).update(status="succeeded", finished_at=now - timedelta(minutes=age))
     Job.objects.filter(job_id=different.job_id).update(status="failed", finished_at=now)
 
-    pruned = services.jobs_prune(older_than_sec=7 * 86400, max_identical=2)
+    pruned = services.jobs_prune(older_than_sec=7 * 86400, max_identical=2, finished_within_sec=60, budget_sec=10)
 
     assert pruned == 4  # the 30-day-old job and the three oldest identical ones
     kept = set(Job.objects.values_list("job_id", flat=True))
     assert kept == {identical[0].job_id, identical[1].job_id, different.job_id, unfinished.job_id}
     assert not JobEvent.objects.filter(job_id=old.job_id).exists()  # the journal goes with the job
+
+
+def test_retention_deletes_in_batches_and_stops_at_its_budget():
+    specs = [services.JobSpec(queue="default", task="t", args={"n": n % 2}, lock_key=f"k{n}") for n in range(50)]
+    services.job_enqueue_many(specs=specs)
+    Job.objects.filter(args={"n": 0}).update(status="succeeded", finished_at=timezone.now() - timedelta(days=30))
+    Job.objects.filter(args={"n": 1}).update(status="succeeded", finished_at=timezone.now())
+
+    def prune(**options):
+        return services.jobs_prune(older_than_sec=86400, max_identical=2, finished_within_sec=60, **options)
+
+    assert prune(budget_sec=0) == 0  # out of time before the first batch
+    assert prune(budget_sec=10, batch=10) == 25 + 23  # 3 batches of old ones, 3 of identical ones
+    assert Job.objects.count() == 2
 
 
 # --- cancel, retry, delete ------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Schedules for operators and daemons: list, create, read, change, delete, pause, resume, run now."""
 
 from drf_spectacular.utils import extend_schema
+from rest_framework import generics
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -8,7 +9,9 @@ from jobs.schedules import selectors, services
 from jobs.schedules.api import serializers as s
 from jobs.schedules.models import Schedule
 from pipeline_project.core.authentication import request_caller
+from pipeline_project.core.pagination import StrictCursorPagination
 from pipeline_project.core.schema import error_responses
+from pipeline_project.core.snapshot import snapshot
 from pipeline_project.core.validation import validated
 
 
@@ -25,10 +28,27 @@ def _changed_response(result) -> Response:
     return Response(s.ScheduleChangedSerializer({"schedule": schedule, "changed": changed}).data)
 
 
-class ScheduleListView(ScheduleView):
-    @extend_schema(responses=s.ScheduleSerializer(many=True), summary="Schedules, by name")
+class SchedulePagination(StrictCursorPagination):
+    ordering = ("name",)
+    page_size = 100
+    max_page_size = 1000
+
+    def position_is_valid(self, position: str) -> bool:
+        return "\x00" not in position and len(position) <= 10_000  # a name; PostgreSQL's text holds no NUL
+
+
+class ScheduleListView(ScheduleView, generics.ListAPIView):
+    serializer_class = s.ScheduleSerializer
+    pagination_class = SchedulePagination
+    filter_backends = ()
+
+    def get_queryset(self):
+        return selectors.schedule_list()
+
+    @extend_schema(summary="Schedules, by name, cursor-paginated")
     def get(self, request):
-        return Response(s.ScheduleSerializer(selectors.schedule_list(), many=True).data)
+        with snapshot():
+            return self.list(request)
 
     @extend_schema(
         request=s.ScheduleCreateSerializer,

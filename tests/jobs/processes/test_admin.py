@@ -1,14 +1,17 @@
 """The processes admin, rendered through the test client; each page one snapshot."""
 
+import re
 import time
 import uuid
 from contextlib import suppress
 
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from jobs.processes import services
-from jobs.processes.models import Process, Task
+from jobs.processes.models import Event, Process, Task
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.processes.helpers import CYCLES, readers_racing, serving
 
@@ -111,3 +114,21 @@ def test_a_process_page_during_removal_is_shown_or_redirected_never_an_error(adm
         answers = readers_racing(write, read)
 
     assert set(answers) == {200, 302}, [answer for answer in answers if answer not in (200, 302)][:3]
+
+
+def test_a_process_page_with_a_long_history_shows_its_latest_rows_in_a_few_reads(admin_client):
+    with serving():
+        one = started()
+    task = Task.objects.filter(process=one).first()
+    newest = Event.objects.filter(process=one).order_by("-event_id").values_list("event_id", flat=True).first()
+    Event.objects.bulk_create(
+        Event(process=one, task=task, event_id=(newest or 0) + n, timestamp=timezone.now(), payload=f"event-{n}")
+        for n in range(1, 501)
+    )
+
+    with CaptureQueriesContext(connection) as reads:
+        page = admin_client.get(f"{CHANGELIST}{one.pk}/change/")
+
+    assert page.status_code == 200
+    assert {int(n) for n in re.findall(r"event-(\d+)", page.text)} == set(range(301, 501))  # the latest 200
+    assert len(reads) < 20  # not a read per row shown

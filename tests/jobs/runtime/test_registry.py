@@ -20,6 +20,7 @@ HOUSEKEEPING = {
     "jobs.retention",
     "jobs.statistics",
     "jobs.vacuum",
+    "jobs.counts",
     "processes.zombies",
     "ingestion.settle",
     "sqlrs.jobs_reconcile",

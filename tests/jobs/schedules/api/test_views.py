@@ -1,6 +1,8 @@
 """The schedules API: create, read with the next five runs, change, pause, resume, run now,
 delete; strict bodies; a bad cron expression or time zone is a 400 naming its field."""
 
+import base64
+
 import pytest
 from django.contrib.auth.models import Permission, User
 from rest_framework.test import APIClient
@@ -28,7 +30,7 @@ def test_create_then_read_it_with_its_next_five_runs_in_its_time_zone(api):
     assert len(body["next_run_times"]) == 5
     assert all(time[11:19] in ("02:30:00", "03:00:00") for time in body["next_run_times"])  # 03:00 on a spring gap
     assert all(time.endswith(("+01:00", "+02:00")) for time in body["next_run_times"])
-    assert [item["name"] for item in api.get("/api/v1/schedules").json()] == ["reports.daily"]
+    assert [item["name"] for item in api.get("/api/v1/schedules").json()["results"]] == ["reports.daily"]
 
 
 @pytest.mark.parametrize(
@@ -116,3 +118,17 @@ def test_staff_need_the_model_permissions(anonymous):
     client.force_login(viewer)
     assert client.get("/api/v1/schedules").status_code == 200
     assert client.post("/api/v1/schedules", DAILY, format="json").status_code == 403
+
+
+def test_the_list_pages_by_name_and_refuses_a_tampered_cursor(api):
+    for name in ("c", "a", "b"):
+        create(api, name=name)
+
+    first = api.get("/api/v1/schedules", {"page_size": 2}).json()
+    second = api.get(first["next"]).json()
+
+    assert [item["name"] for item in first["results"] + second["results"]] == ["a", "b", "c"]
+    assert second["next"] is None
+    tampered = base64.b64encode(b"p=\x00").decode()
+    answer = api.get("/api/v1/schedules", {"cursor": tampered})
+    assert answer.status_code == 400 and answer.json()["code"] == "validation_error"
