@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run test lint bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web db-stop clean
+.PHONY: install setup run test lint bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-worker-size db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,15 @@ bench-peers: install
 bench-web: install
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-peers.txt
 	$(BIN)/python bench/web_tier.py $(BENCH_ARGS)
+
+# Every admin page, /pipeline page and API read at 50,000 jobs, then at a year in production's size
+# (10M jobs, 40M job events, ...; seeded in SQL into big_control / big_pipeline; BENCH_ARGS="--scale 0.02").
+bench-big: install
+	$(BIN)/python bench/big_tables.py $(BENCH_ARGS)
+
+# The worker on those tables (after bench-big): drain and pickup beside an empty database, retention under churn.
+bench-worker-size: install
+	$(BIN)/python bench/worker_at_size.py $(BENCH_ARGS)
 
 # Stop the embedded PostgreSQL (it keeps running between commands otherwise).
 db-stop: install

@@ -48,17 +48,27 @@ def create_bench_databases(params: dict) -> dict:
         for name in BENCH_DATABASES.values():
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    env = {
+    env = bench_env(params)
+    migrate_bench_databases(env)
+    return env
+
+
+def bench_env(params: dict, databases: dict[str, str] = BENCH_DATABASES) -> dict:
+    """The environment that points a process (manage.py, a server) at the bench databases (or
+    those ``databases`` names per alias)."""
+    return {
         **os.environ,
-        "DATABASE_URL": database_url({**params, "dbname": BENCH_DATABASES["default"]}),
-        "PIPELINE_DATABASE_URL": database_url({**params, "dbname": BENCH_DATABASES["pipeline"]}),
+        "DATABASE_URL": database_url({**params, "dbname": databases["default"]}),
+        "PIPELINE_DATABASE_URL": database_url({**params, "dbname": databases["pipeline"]}),
         "LOG_LEVEL": "WARNING",
         # Benchmarks serve no static files, so there is no collectstatic output to find.
         "PYTHONWARNINGS": "ignore:No directory at",
     }
+
+
+def migrate_bench_databases(env: dict) -> None:
     for alias in BENCH_DATABASES:
         manage(env, "migrate", "--noinput", "--database", alias)
-    return env
 
 
 def use_bench_databases() -> None:
