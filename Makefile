@@ -26,10 +26,11 @@ run: setup
 	$(BIN)/python manage.py runservice
 
 # The suite in TEST_WORKERS processes (pytest-xdist), each with test databases and temp dirs of its
-# own; the end-to-end tests share one of them (tests/conftest.py), so that two never run together.
+# own; a file's tests run in one of them, one after another (an end-to-end file's servers and
+# workers never meet its other tests').
 TEST_WORKERS ?= 4
 test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The linter and the formatter, as CI runs them (settings in pyproject.toml).
 lint: install

@@ -1,5 +1,4 @@
 import asyncio
-from pathlib import Path
 
 import pytest
 import uvloop
@@ -10,8 +9,6 @@ from rest_framework.test import APIClient
 from pipeline_project.core import services as core_services
 from tests.db_helpers import empty_written_tables
 
-E2E = Path(__file__).parent / "e2e"
-
 
 def pytest_configure(config):
     # Async views, streams and subprocesses run in the tests under the event loop the deployed
@@ -19,14 +16,6 @@ def pytest_configure(config):
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     TransactionTestCase._fixture_teardown = empty_written_tables
     settings.PASSWORD_HASHERS = ["tests.helpers.QuickPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
-
-
-def pytest_collection_modifyitems(config, items):
-    # The end-to-end tests start servers and workers of their own and time what they do: under
-    # pytest-xdist they share one worker (--dist loadgroup), so that two never run side by side.
-    for item in items:
-        if E2E in item.path.parents:
-            item.add_marker(pytest.mark.xdist_group("e2e"))
 
 
 # Every test that touches the database sees both aliases.

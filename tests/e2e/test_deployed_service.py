@@ -204,9 +204,9 @@ def admin_post(client: httpx.Client, path: str, data: dict) -> httpx.Response:
 
 def sessions_outside_the_pool(bouncer) -> dict[str, list[str]]:
     """``{application name: [last query, ...]}`` of the web server's and the worker's sessions on
-    the server that the pooler does not hold. Only sessions seen twice count: one the pooler was
-    closing at the first look (under load, its backend outlives the pooler's list for a moment)
-    is gone at the second."""
+    the server that the pooler does not hold. A session that is not a LISTEN counts only if it is
+    still there 5 s later: one the pooler was closing at the first look (its backend outlives
+    the pooler's list for a moment, under a CI run's load for more than half a second) is gone."""
 
     def sessions() -> dict[int, tuple[str, str]]:
         with raw_connection(autocommit=True) as conn:
@@ -218,12 +218,15 @@ def sessions_outside_the_pool(bouncer) -> dict[str, list[str]]:
 
     first = sessions()
     pooled = bouncer.server_pids()  # read after: a server connection seen above is still there
-    time.sleep(0.5)
-    second = sessions()
+    candidates = {pid: session for pid, session in first.items() if pid not in pooled}
+    deadline = time.monotonic() + 5
+    while any(not query.startswith("LISTEN") for _, query in candidates.values()) and time.monotonic() < deadline:
+        time.sleep(0.25)
+        still = sessions()
+        candidates = {pid: session for pid, session in candidates.items() if pid in still}
     outside: dict[str, list[str]] = {}
-    for pid, (name, query) in first.items():
-        if pid not in pooled and pid in second:
-            outside.setdefault(name, []).append(query)
+    for name, query in candidates.values():
+        outside.setdefault(name, []).append(query)
     return outside
 
 

@@ -118,5 +118,8 @@ def test_the_crawl_delay_holds_across_worker_threads_and_processes(slow_site, pi
     assert len(starts) == 1 + 1 + 8  # robots.txt, the start page, the documents
     gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     # Starts are claimed 0.4 s apart by the database's clock; the site (a thread of this busy
-    # process, on a 2-core machine) sees each request a few ms to ~0.1 s after its claim.
-    assert min(gaps) >= 0.28 and sum(gaps) / len(gaps) >= 0.39, gaps
+    # process, on a 2-core machine) sees each request a few ms to ~0.15 s after its claim (one
+    # seen late, the next on time: a gap of 0.27 s in a CI run). The mean is the span over nine
+    # gaps: each start waits on the one before, so a start let through early shortens the span by
+    # as much, and one more than 0.09 s early brings the mean under 0.39.
+    assert min(gaps) >= 0.2 and sum(gaps) / len(gaps) >= 0.39, gaps
