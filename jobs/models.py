@@ -110,7 +110,9 @@ def _notify_ready_sql(compare_with_old: bool) -> str:
         rows = "new_values n"
     # UPDATE: then what jobs waiting for the changed ones do (``jobs.dependencies``).
     react = REACT_CALL if compare_with_old else ""
-    return f"PERFORM pg_notify('{NOTIFY_CHANNEL}', queue) FROM (SELECT DISTINCT n.queue FROM {rows}) AS ready; {react}RETURN NULL;"
+    # And the counts (``JOB_COUNTS``), in this trigger: a second one costs a call per statement.
+    counts = JOB_COUNTS.append_sql(new=True, old=compare_with_old)
+    return f"PERFORM pg_notify('{NOTIFY_CHANNEL}', queue) FROM (SELECT DISTINCT n.queue FROM {rows}) AS ready; {react}{counts} RETURN NULL;"
 
 
 _uuid7_lock = threading.Lock()
@@ -231,7 +233,7 @@ class Job(models.Model):
         ]
         triggers = [
             *statement_notify_triggers(name="dl_jobs_notify", body=_notify_ready_sql),
-            *JOB_COUNTS.triggers(name="dl_jobs_count"),
+            *JOB_COUNTS.triggers(name="dl_jobs_count", operations=("del",)),  # inserts, updates: above
         ]
 
     def __str__(self) -> str:

@@ -5,6 +5,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
@@ -106,6 +107,22 @@ def returning_connections[**P, R](func: Callable[P, R]) -> Callable[P, R]:
             release_connections(abandon_transactions=False)
 
     return call
+
+
+def apart_from_this_transaction[R](work: Callable[[], R]) -> R:
+    """``work``'s result, ``work`` run on a thread of its own, so on a pooled connection of its
+    own in autocommit: each statement commits whatever transaction the caller is in (batches of
+    a periodic task, which runs inside one), and VACUUM may run. The connection is the pool's,
+    so the process holds no more than its pool and its LISTEN."""
+
+    def run() -> R:
+        try:
+            return work()
+        finally:
+            release_connections()
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="apart") as thread:
+        return thread.submit(run).result()
 
 
 def session_set(conn: psycopg.Connection, parameters: dict[str, str], *, restore: bool) -> None:

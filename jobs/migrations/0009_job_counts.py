@@ -28,19 +28,28 @@ class Migration(migrations.Migration):
         ),
         pgtrigger.migrations.AddTrigger(
             model_name='job',
-            trigger=pgtrigger.compiler.Trigger(name='dl_jobs_count_ins', sql=pgtrigger.compiler.UpsertTriggerSql(func='INSERT INTO dl_job_counts (queue, task, status, n) SELECT queue, task, status, sum(n) FROM (SELECT queue, task, status, count(*) AS n FROM new_values GROUP BY queue, task, status) AS changed GROUP BY queue, task, status HAVING sum(n) <> 0; RETURN NULL;', hash='f2dbba81176c5cf551004621b2a813c802c2a72e', level='STATEMENT', operation='INSERT', pgid='pgtrigger_dl_jobs_count_ins_b86f0', referencing='REFERENCING NEW TABLE AS new_values ', table='dl_jobs', when='AFTER')),
-        ),
-        pgtrigger.migrations.AddTrigger(
-            model_name='job',
-            trigger=pgtrigger.compiler.Trigger(name='dl_jobs_count_upd', sql=pgtrigger.compiler.UpsertTriggerSql(func='INSERT INTO dl_job_counts (queue, task, status, n) SELECT queue, task, status, sum(n) FROM (SELECT queue, task, status, count(*) AS n FROM new_values GROUP BY queue, task, status UNION ALL SELECT queue, task, status, -count(*) AS n FROM old_values GROUP BY queue, task, status) AS changed GROUP BY queue, task, status HAVING sum(n) <> 0; RETURN NULL;', hash='9d01ae57e19a0b1d9ee75a6afe9b4345caee65cd', level='STATEMENT', operation='UPDATE', pgid='pgtrigger_dl_jobs_count_upd_bad30', referencing='REFERENCING OLD TABLE AS old_values  NEW TABLE AS new_values ', table='dl_jobs', when='AFTER')),
-        ),
-        pgtrigger.migrations.AddTrigger(
-            model_name='job',
             trigger=pgtrigger.compiler.Trigger(name='dl_jobs_count_del', sql=pgtrigger.compiler.UpsertTriggerSql(func='INSERT INTO dl_job_counts (queue, task, status, n) SELECT queue, task, status, sum(n) FROM (SELECT queue, task, status, -count(*) AS n FROM old_values GROUP BY queue, task, status) AS changed GROUP BY queue, task, status HAVING sum(n) <> 0; RETURN NULL;', hash='341e4015920bba13bae897de8a6947c2c3081cb7', level='STATEMENT', operation='DELETE', pgid='pgtrigger_dl_jobs_count_del_9d5a2', referencing='REFERENCING OLD TABLE AS old_values ', table='dl_jobs', when='AFTER')),
         ),
         pgtrigger.migrations.AddTrigger(
             model_name='job',
             trigger=pgtrigger.compiler.Trigger(name='dl_jobs_count_trunc', sql=pgtrigger.compiler.UpsertTriggerSql(func='DELETE FROM dl_job_counts; RETURN NULL;', hash='5d8c7e5cb245d1c6559d102cd14862c0dd107e7e', level='STATEMENT', operation='TRUNCATE', pgid='pgtrigger_dl_jobs_count_trunc_0ef5b', table='dl_jobs', when='AFTER')),
+        ),
+        # dl_jobs' notify triggers count inserts and updates too (one trigger call per statement).
+        pgtrigger.migrations.RemoveTrigger(
+            model_name='job',
+            name='dl_jobs_notify_ins',
+        ),
+        pgtrigger.migrations.RemoveTrigger(
+            model_name='job',
+            name='dl_jobs_notify_upd',
+        ),
+        pgtrigger.migrations.AddTrigger(
+            model_name='job',
+            trigger=pgtrigger.compiler.Trigger(name='dl_jobs_notify_ins', sql=pgtrigger.compiler.UpsertTriggerSql(func="PERFORM pg_notify('dl_jobs', queue) FROM (SELECT DISTINCT n.queue FROM new_values n) AS ready; INSERT INTO dl_job_counts (queue, task, status, n) SELECT queue, task, status, sum(n) FROM (SELECT queue, task, status, count(*) AS n FROM new_values GROUP BY queue, task, status) AS changed GROUP BY queue, task, status HAVING sum(n) <> 0; RETURN NULL;", hash='82d910f0518aa081a44969b70f98d22a751124df', level='STATEMENT', operation='INSERT', pgid='pgtrigger_dl_jobs_notify_ins_0431f', referencing='REFERENCING NEW TABLE AS new_values ', table='dl_jobs', when='AFTER')),
+        ),
+        pgtrigger.migrations.AddTrigger(
+            model_name='job',
+            trigger=pgtrigger.compiler.Trigger(name='dl_jobs_notify_upd', sql=pgtrigger.compiler.UpsertTriggerSql(func="PERFORM pg_notify('dl_jobs', queue) FROM (SELECT DISTINCT n.queue FROM new_values n JOIN old_values o ON o.job_id = n.job_id WHERE n.status = 'queued' AND n.available_at <= now() AND (o.status IS DISTINCT FROM n.status OR o.available_at IS DISTINCT FROM n.available_at)) AS ready; \nIF pg_trigger_depth() = 1 AND EXISTS (\n    SELECT FROM new_values n\n    WHERE n.status <> 'running'\n      AND (EXISTS (SELECT FROM dl_job_dependencies d WHERE d.upstream_id = n.job_id)\n           OR (n.status = 'queued' AND EXISTS (SELECT FROM dl_job_dependencies d WHERE d.job_id = n.job_id)))\n) THEN\n    PERFORM dl_job_dependencies_react(\n        ARRAY(SELECT n.job_id FROM new_values n WHERE n.status IN ('succeeded', 'failed', 'canceled', 'lost')),\n        ARRAY(SELECT n.job_id FROM new_values n JOIN old_values o ON o.job_id = n.job_id\n              WHERE n.status = 'queued' AND o.status IN ('succeeded', 'failed', 'canceled', 'lost'))\n    );\nEND IF;\nINSERT INTO dl_job_counts (queue, task, status, n) SELECT queue, task, status, sum(n) FROM (SELECT queue, task, status, count(*) AS n FROM new_values GROUP BY queue, task, status UNION ALL SELECT queue, task, status, -count(*) AS n FROM old_values GROUP BY queue, task, status) AS changed GROUP BY queue, task, status HAVING sum(n) <> 0; RETURN NULL;", hash='9b3acd9b78a852007eb32e80cfdca9e9edceccdd', level='STATEMENT', operation='UPDATE', pgid='pgtrigger_dl_jobs_notify_upd_876ec', referencing='REFERENCING OLD TABLE AS old_values  NEW TABLE AS new_values ', table='dl_jobs', when='AFTER')),
         ),
         # The jobs there are, counted once (with the triggers above in place and writers kept out).
         migrations.RunSQL(

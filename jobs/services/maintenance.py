@@ -6,12 +6,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import psycopg
 from django.db import transaction
 
 from jobs.models import JOB_COUNTS
 from pipeline_project.core import sql
-from pipeline_project.databases import connection_params
+from pipeline_project.databases import apart_from_this_transaction
 
 REAP_BATCH = 1000
 # Any constant: the first key of the periodic tasks' advisory locks (the second is the task's name).
@@ -77,24 +76,27 @@ def jobs_prune(
     ``max_identical`` finished jobs of one signature (queue, task, args), as seed 003's
     ``maxIdentical``. Their events go with them (ON DELETE CASCADE). Returns how many.
 
-    Batch after batch, each its own transaction on a connection of its own (the periodic task's
-    transaction stays short: no lock or snapshot held across batches), until both rules find less
+    Batch after batch, each its own transaction (apart from the periodic task's: no lock or
+    snapshot held across batches), until both rules find less
     than a batch or ``budget_sec`` has passed (the next run goes on). A signature is checked when
     one of its jobs finished within ``finished_within_sec``: the only moment it can grow crowded.
     """
     deadline = time.monotonic() + budget_sec
-    pruned = 0
-    with psycopg.connect(**connection_params("default"), autocommit=True) as conn:
+
+    def batches() -> int:
+        pruned = 0
         for statement, params in (
             (_PRUNE_AGED, {"age": older_than_sec, "batch": batch}),
             (_PRUNE_IDENTICAL, {"within": finished_within_sec, "keep": max_identical, "batch": batch}),
         ):
             while time.monotonic() < deadline:
-                [(deleted,)] = conn.execute(statement, params).fetchall()
+                [(deleted,)] = sql.rows(statement, params)
                 pruned += deleted
                 if deleted < batch:
                     break
-    return pruned
+        return pruned
+
+    return apart_from_this_transaction(batches)
 
 
 _PRUNE_AGED = """
@@ -252,15 +254,13 @@ def jobs_vacuum(*, min_dead_rows: int) -> int:
     Every claim reads its queue's claim-order index from the head, where each job claimed since
     the last vacuum leaves an entry that no longer matches: under a steady 2,850 jobs/s, the
     claim's first row cost 0.47 → 1.12 ms in 90 s. Autovacuum, where it is on, waits for a
-    fifth of the table (days of retained jobs). VACUUM cannot run in a transaction, so it gets a
-    connection of its own for its length (the periodic task runs in one process at a time);
-    ``SKIP_LOCKED``: one already running (autovacuum's) will do.
+    fifth of the table (days of retained jobs). VACUUM cannot run in a transaction: it runs
+    apart from the periodic task's. ``SKIP_LOCKED``: one already running (autovacuum's) will do.
     """
     [(dead,)] = sql.rows(
         "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables WHERE relid = 'dl_jobs'::regclass", {}
     ) or [(0,)]
     if dead < min_dead_rows:
         return 0
-    with psycopg.connect(**connection_params("default"), autocommit=True) as conn:
-        conn.execute("VACUUM (SKIP_LOCKED) dl_jobs")
+    apart_from_this_transaction(lambda: sql.execute("VACUUM (SKIP_LOCKED) dl_jobs", {}))
     return dead

@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pgtrigger
-import psycopg
 
 from pipeline_project.core import sql
-from pipeline_project.databases import connection_params
+from pipeline_project.databases import apart_from_this_transaction
 
 
 @dataclass(frozen=True)
@@ -31,22 +30,21 @@ class Counts:
     def _columns(self) -> str:
         return ", ".join(self.columns)
 
-    def triggers(self, *, name: str) -> list[pgtrigger.Composer]:
-        """The AFTER INSERT, UPDATE, DELETE statement triggers (``<name>_ins`` ...) and the TRUNCATE one."""
+    def triggers(self, *, name: str, operations: Sequence[str] = ("ins", "upd", "del")) -> list[pgtrigger.Composer]:
+        """The AFTER statement triggers of ``operations`` (``<name>_ins``, ``_upd``, ``_del``) and
+        the TRUNCATE one. A table with statement triggers of its own on INSERT or UPDATE runs
+        :meth:`append_sql` in theirs instead (one trigger call per statement, not two)."""
+        kinds = {"ins": pgtrigger.Insert, "upd": pgtrigger.Update, "del": pgtrigger.Delete}
         return [
             *(
                 pgtrigger.Composer(
                     name=f"{name}_{suffix}",
                     level=pgtrigger.Statement,
                     when=pgtrigger.After,
-                    operation=operation,
-                    func=self._append_sql(new=suffix != "del", old=suffix != "ins"),
+                    operation=kinds[suffix],
+                    func=self.append_sql(new=suffix != "del", old=suffix != "ins") + " RETURN NULL;",
                 )
-                for suffix, operation in (
-                    ("ins", pgtrigger.Insert),
-                    ("upd", pgtrigger.Update),
-                    ("del", pgtrigger.Delete),
-                )
+                for suffix in operations
             ),
             pgtrigger.Trigger(
                 name=f"{name}_trunc",
@@ -57,7 +55,9 @@ class Counts:
             ),
         ]
 
-    def _append_sql(self, *, new: bool, old: bool) -> str:
+    def append_sql(self, *, new: bool, old: bool) -> str:
+        """The statement a trigger runs to append what it changed: ``new_values`` counted in
+        (INSERT, UPDATE), ``old_values`` counted out (UPDATE, DELETE)."""
         changed = []
         if new:
             changed.append(f"SELECT {self._columns}, count(*) AS n FROM new_values GROUP BY {self._columns}")
@@ -65,8 +65,7 @@ class Counts:
             changed.append(f"SELECT {self._columns}, -count(*) AS n FROM old_values GROUP BY {self._columns}")
         return (
             f"INSERT INTO {self.counts_table} ({self._columns}, n) SELECT {self._columns}, sum(n) "
-            f"FROM ({' UNION ALL '.join(changed)}) AS changed GROUP BY {self._columns} HAVING sum(n) <> 0; "
-            "RETURN NULL;"
+            f"FROM ({' UNION ALL '.join(changed)}) AS changed GROUP BY {self._columns} HAVING sum(n) <> 0;"
         )
 
     def read(self) -> list[tuple]:
@@ -95,6 +94,7 @@ class Counts:
             using=self.alias,
         )
         if before > after:
-            with psycopg.connect(**connection_params(self.alias), autocommit=True) as conn:
-                conn.execute(f"VACUUM (SKIP_LOCKED) {self.counts_table}")
+            apart_from_this_transaction(
+                lambda: sql.execute(f"VACUUM (SKIP_LOCKED) {self.counts_table}", {}, using=self.alias)
+            )
         return {"folded": before - after}
