@@ -26,11 +26,10 @@ run: setup
 	$(BIN)/python manage.py runservice
 
 # The suite in TEST_WORKERS processes (pytest-xdist), each with test databases and temp dirs of its
-# own; a file's tests run in one of them, one after another (an end-to-end file's servers and
-# workers never meet its other tests').
+# own (an end-to-end test's servers and workers use its worker's databases, so two meet nothing).
 TEST_WORKERS ?= 4
 test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
 # The linter and the formatter, as CI runs them (settings in pyproject.toml).
 lint: install

@@ -211,7 +211,9 @@ def sessions_outside_the_pool(bouncer) -> dict[str, list[str]]:
     def sessions() -> dict[int, tuple[str, str]]:
         with raw_connection(autocommit=True) as conn:
             rows = conn.execute(
-                "SELECT pid, application_name, query FROM pg_stat_activity WHERE application_name = ANY(%s)",
+                # This test's database: another xdist worker's deployment is on its own.
+                "SELECT pid, application_name, query FROM pg_stat_activity "
+                "WHERE application_name = ANY(%s) AND datname = current_database()",
                 [[WEB, WORKER]],
             ).fetchall()
         return {pid: (name, query) for pid, name, query in rows}
