@@ -19,6 +19,7 @@ from jobs.job_page import job_page, latest_runs
 from jobs.models import Job, PeriodicTask, Queue, Worker
 from jobs.templatetags.job_times import ago, duration
 from pipeline_project.core.admin import KeysetAdminMixin, KeysetChangeList, ReadOnlyAdminMixin
+from pipeline_project.core.counts import sum_matching
 from pipeline_project.core.snapshot import rendered_in_snapshot
 
 
@@ -87,15 +88,9 @@ class JobAdmin(DashboardAdminMixin, KeysetAdminMixin, ReadOnlyAdminMixin, admin.
         return JobChangeList
 
     def keyset_count(self, request, changelist) -> int | None:
-        """The jobs the status, queue and task filters match, from the counts (none if searched)."""
-        if changelist.query:
-            return None
+        """The jobs the queue, task and status filters match, from the counts."""
         wanted = [request.GET.get("queue"), request.GET.get("task"), request.GET.get("status__exact")]
-        return sum(
-            jobs
-            for queue, task, status, jobs in selectors.job_counts()
-            if all(value in (None, found) for value, found in zip(wanted, (queue, task, str(status)), strict=True))
-        )
+        return sum_matching(selectors.job_counts(), wanted)
 
     def changelist_view(self, request, extra_context=None):
         view = super().changelist_view

@@ -5,6 +5,7 @@ from django.template.response import TemplateResponse
 from django.urls import path
 
 from pipeline_project.core.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
+from pipeline_project.core.counts import sum_matching
 from tracking import selectors, services
 from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage, StageChange
 
@@ -73,20 +74,15 @@ class PipelineTrackingAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdm
     list_per_page = 100
 
     def keyset_count(self, request, changelist) -> int | None:
-        """The rows the filters match, from the counts (none if searched)."""
-        if changelist.query:
-            return None
+        """The rows the filters match, from the counts."""
         wanted = [
             request.GET.get("shard"),
             *(request.GET.get(f"{column}__exact") for column in selectors.STATUS_COLUMNS),
         ]
-        failed_anywhere = request.GET.get("failed_anywhere") == "yes"
-        return sum(
-            rows
-            for *combination, rows in selectors.counts()
-            if all(value in (None, str(found)) for value, found in zip(wanted, combination, strict=True))
-            and (not failed_anywhere or "failed" in combination[1:])
-        )
+        rows = selectors.counts()
+        if request.GET.get("failed_anywhere") == "yes":
+            rows = [row for row in rows if "failed" in row[1:-1]]  # a stage's status among the values
+        return sum_matching(rows, wanted)
 
     actions = [_retry_action(stage) for stage in QUEUE_STAGES.values()]
     inlines = [StageHistoryInline]

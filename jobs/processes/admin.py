@@ -13,6 +13,7 @@ from django.urls import URLPattern, path
 from jobs.processes import selectors, services
 from jobs.processes.models import PROCESS_STATUSES, Event, Process, Task
 from pipeline_project.core.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
+from pipeline_project.core.counts import sum_matching
 from pipeline_project.core.errors import ApplicationError
 from pipeline_project.core.snapshot import read_in_snapshot
 
@@ -97,15 +98,9 @@ class ProcessAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_per_page = 100
 
     def keyset_count(self, request, changelist) -> int | None:
-        """The processes the status and namespace filters match, from the counts (none if searched)."""
-        if changelist.query:
-            return None
+        """The processes the namespace and status filters match, from the counts."""
         wanted = [request.GET.get("namespace"), request.GET.get("status__exact")]
-        return sum(
-            processes
-            for namespace, status, processes in selectors.process_counts()
-            if all(value in (None, found) for value, found in zip(wanted, (namespace, status), strict=True))
-        )
+        return sum_matching(selectors.process_counts(), wanted)
 
     inlines = [TaskInline, EventInline]
     actions = ["repair_processes", "simple_repair_processes"]

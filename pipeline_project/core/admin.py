@@ -106,7 +106,7 @@ class KeysetChangeList(ChangeList):
             else None
         )
         self.newest_url = self.get_query_string() if before else None
-        counted = self.model_admin.keyset_count(request, self)
+        counted = None if self.query else self.model_admin.keyset_count(request, self)  # a search's is unknown
         self.counted = counted is not None
         # Unknown: as many as shown, and one more if there are older ones (for "Select all").
         self.result_count = counted if self.counted else len(self.result_list) + bool(self.older_url)
@@ -130,5 +130,5 @@ class KeysetAdminMixin:
         return [f"-{self.keyset}"]
 
     def keyset_count(self, request, changelist) -> int | None:
-        """How many rows the list's filters and search match, if known without counting them."""
+        """How many rows the list's filters match (it is not searched), if known without counting them."""
         return None

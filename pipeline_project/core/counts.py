@@ -98,3 +98,13 @@ class Counts:
                 lambda: sql.execute(f"VACUUM (SKIP_LOCKED) {self.counts_table}", {}, using=self.alias)
             )
         return {"folded": before - after}
+
+
+def sum_matching(rows: list[tuple], wanted: Sequence[str | None]) -> int:
+    """The sum of the counts rows ``(*values, n)`` (``Counts.read()``'s) whose values are those
+    ``wanted`` (compared as text, as a query string gives them; None: any)."""
+    return sum(
+        row[-1]
+        for row in rows
+        if all(value in (None, str(found)) for value, found in zip(wanted, row[:-1], strict=True))
+    )
