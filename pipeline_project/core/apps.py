@@ -7,4 +7,4 @@ class CoreConfig(AppConfig):
     verbose_name = "API access"
 
     def ready(self):
-        from pipeline_project.core import checks, schema  # noqa: F401  (register a check, the OpenAPI auth extension)
+        from pipeline_project.api import schema  # noqa: F401  (register a check, the OpenAPI auth extension)

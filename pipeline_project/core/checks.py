@@ -1,5 +1,5 @@
 """Django's deploy checks W001–W003 ask for its security, clickjacking and CSRF middleware by
-their dotted paths; MIDDLEWARE lists the project's subclasses of them (core.middleware: usable
+their dotted paths; MIDDLEWARE lists the project's subclasses of them (web.middleware: usable
 on the event loop), so those three are silenced in settings and checked here by class."""
 
 from django.conf import settings

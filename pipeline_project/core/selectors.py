@@ -10,8 +10,9 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils.module_loading import import_string
 
 import pipeline_project
-from pipeline_project.core import sql
 from pipeline_project.core.models import ApiToken
+from pipeline_project.db import sql
+from pipeline_project.db.storable import first_line
 
 
 def api_token_by_key(*, key: str) -> ApiToken | None:
@@ -42,10 +43,15 @@ def database_status(*, alias: str) -> dict:
         executor = MigrationExecutor(connection)
         plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
     except DatabaseError as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return {"reachable": False, "error": first_line}
+        return {"reachable": False, "error": first_line(exc)}
     unapplied = [f"{migration.app_label}.{migration.name}" for migration, _backwards in plan]
-    return {"reachable": True, "server_version": server_version, "unapplied_migrations": unapplied}
+    status = {"reachable": True, "server_version": server_version, "unapplied_migrations": unapplied}
+    # Reachable through the connections this process holds, while the server turns new ones away
+    # (max_connections reached): said, without failing readiness, since requests are still served.
+    refused = connection.pool.refused if connection.pool is not None else None
+    if refused is not None:
+        status["new_connections_refused"] = first_line(refused)
+    return status
 
 
 def system_status() -> dict:

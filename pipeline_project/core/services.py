@@ -6,7 +6,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from pipeline_project.core.errors import NotFoundError
+from pipeline_project.api.errors import NotFoundError
 from pipeline_project.core.models import ApiToken
 
 # last_used_at is advisory; writing it on every request would double the API's writes.

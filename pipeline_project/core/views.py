@@ -11,8 +11,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from pipeline_project.api.errors import error_shape, json_error
 from pipeline_project.core import selectors
-from pipeline_project.core.errors import error_shape, json_error
 from pipeline_project.core.metrics import metrics_registry
 
 
@@ -32,7 +32,9 @@ class StatusView(APIView):
 
     def get(self, request):
         document = selectors.system_status()
-        return Response(document, status=200 if document["status"] == "ok" else 503)
+        response = Response(document, status=200 if document["status"] == "ok" else 503)
+        response._has_been_logged = True  # "not ready" is this page's answer, not the server's error
+        return response
 
 
 @extend_schema(exclude=True)

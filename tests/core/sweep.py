@@ -17,7 +17,7 @@ from django.core.signals import got_request_exception
 from django.db import connections
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from pipeline_project.core.errors import error_shape
+from pipeline_project.api.errors import error_shape
 from tests.core.helpers import error_problem
 
 METHODS = ("GET", "HEAD", "OPTIONS", "PROPFIND", "PUT", "PATCH", "POST", "DELETE")  # DELETE last: it may succeed

@@ -31,7 +31,7 @@ from jobs import services as job_services
 from jobs.dbstates.models import Instance, Name, PrepareJob, State
 from jobs.processes import services as process_services
 from pipeline_project.core import services as core_services
-from pipeline_project.core.notifications import blocking_hub
+from pipeline_project.web.notifications import blocking_hub
 from pipeline_project.wsgi import application
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.core.helpers import error_problem

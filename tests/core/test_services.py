@@ -1,7 +1,7 @@
 import pytest
 
+from pipeline_project.api.errors import NotFoundError
 from pipeline_project.core import services
-from pipeline_project.core.errors import NotFoundError
 from pipeline_project.core.models import ApiToken
 from tests.conftest import ALL_DATABASES
 

@@ -47,6 +47,21 @@ def test_status_is_503_when_a_database_is_unreachable(api, monkeypatch):
     assert response.json()["databases"]["pipeline"] == {"reachable": False, "error": "connection refused"}
 
 
+def test_status_says_when_the_server_turns_new_connections_away(api, monkeypatch):
+    import psycopg
+
+    pool = connections["pipeline"].pool
+    monkeypatch.setattr(pool, "refused", psycopg.OperationalError("sorry, too many clients already\ndetail"))
+
+    response = api.get("/status")
+
+    assert response.status_code == 200  # still served, through the connections held
+    database = response.json()["databases"]["pipeline"]
+    assert database["reachable"] is True
+    assert database["new_connections_refused"] == "sorry, too many clients already"
+    assert "new_connections_refused" not in response.json()["databases"]["default"]
+
+
 def test_status_requires_auth(anonymous):
     assert anonymous.get("/status").status_code == 401
 

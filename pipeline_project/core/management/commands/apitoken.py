@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from pipeline_project.api.errors import NotFoundError
 from pipeline_project.core import services
-from pipeline_project.core.errors import NotFoundError
 from pipeline_project.core.models import ApiToken
 
 

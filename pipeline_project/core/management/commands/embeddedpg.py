@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from pipeline_project import embedded_postgres
+from pipeline_project.db import embedded as embedded_postgres
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 from django.db import connections
 
-from pipeline_project.databases import connection_params, ensure_databases
+from pipeline_project.db.connections import connection_params, ensure_databases
 
 
 class Command(BaseCommand):

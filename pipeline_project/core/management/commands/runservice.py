@@ -18,7 +18,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.dbstates.engine import engine_json_write
+from jobs.dbstates.services import engine_json_write
 from pipeline_project.settings import BASE_DIR
 
 STOP_TIMEOUT_SEC = 40  # the worker's shutdown timeout (30 s by default) and some
