@@ -6,7 +6,7 @@ class JobsConfig(AppConfig):
     verbose_name = "Jobs"
 
     def ready(self):
-        from jobs.registry import registry
+        from jobs.handlers import registry
         from jobs.tasks_backend import django_task_handler
 
         registry.add_resolver(django_task_handler)

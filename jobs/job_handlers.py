@@ -1,6 +1,6 @@
 """Built-in handlers: useful for smoke tests, demos and benchmarks."""
 
-from jobs.registry import FatalError, task
+from jobs.handlers import FatalError, task
 
 
 @task("jobs.noop")

@@ -17,9 +17,9 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import MD5, Cast
 
-from jobs.dependencies import REACT_CALL, WAITING_AVAILABLE_AT, shown_status
-from pipeline_project.core.counts import Counts
-from pipeline_project.core.triggers import statement_notify_triggers, statement_trigger
+from jobs.dependency_rules import REACT_CALL, WAITING_AVAILABLE_AT, shown_status
+from pipeline_project.db.counts import Counts
+from pipeline_project.db.triggers import statement_notify_triggers, statement_trigger
 
 DL_STATUS_TYPE = "dl_status"
 NOTIFY_CHANNEL = "dl_jobs"
@@ -108,7 +108,7 @@ def _notify_ready_sql(compare_with_old: bool) -> str:
         )
     else:
         rows = "new_values n"
-    # UPDATE: then what jobs waiting for the changed ones do (``jobs.dependencies``).
+    # UPDATE: then what jobs waiting for the changed ones do (``jobs.dependency_rules``).
     react = REACT_CALL if compare_with_old else ""
     # And the counts (``JOB_COUNTS``), in this trigger: a second one costs a call per statement.
     counts = JOB_COUNTS.append_sql(new=True, old=compare_with_old)
@@ -187,8 +187,22 @@ class Job(models.Model):
                 condition=Q(status="queued"),
                 name="ix_dl_jobs_claim",
             ),
-            models.Index(fields=["lease_expires_at"], condition=Q(status="running"), name="ix_dl_jobs_running_lease"),
-            models.Index(fields=["status", "queue"], name="ix_dl_jobs_status_queue"),
+            # Only leases that can expire (every running job's, in fact): the claim's "does a running
+            # job hold this key" probe, which names no lease, then cannot walk it instead of
+            # ux_dl_jobs_running_lock_key (it did, after an ANALYZE under a held xmin: 17 s claims).
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=Q(status="running", lease_expires_at__isnull=False),
+                name="ix_dl_jobs_running_lease",
+            ),
+            # Without its queued and running jobs (the partial indexes above and below serve them):
+            # under a held xmin its 'running' entries pile up, and once ANALYZE has counted the few
+            # live ones a claim's "does a running job hold this key" probe walked all of them.
+            models.Index(
+                fields=["status", "queue"],
+                condition=~Q(status__in=["queued", "running"]),
+                name="ix_dl_jobs_status_queue",
+            ),
             # Extra: the claim's ORDER BY priority, created_at, job_id read in index order, so a
             # claim costs the same with 10,000 or 1,000,000 queued jobs.
             models.Index(
@@ -245,7 +259,7 @@ class Job(models.Model):
 
     @property
     def is_waiting(self) -> bool:
-        """Queued, but waiting for other jobs (see ``jobs.dependencies``)."""
+        """Queued, but waiting for other jobs (see ``jobs.dependency_rules``)."""
         return self.status == JobStatus.QUEUED and self.available_at == WAITING_AVAILABLE_AT
 
     @property
@@ -311,7 +325,7 @@ class JobCount(models.Model):
 
 
 class JobDependency(models.Model):
-    """``job`` waits for ``upstream`` (see ``jobs.dependencies``). A job's rows share run_anyway
+    """``job`` waits for ``upstream`` (see ``jobs.dependency_rules``). A job's rows share run_anyway
     and requested_available_at."""
 
     pk = models.CompositePrimaryKey("job", "upstream")

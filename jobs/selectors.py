@@ -11,11 +11,11 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
-from jobs.dependencies import WAITING_AVAILABLE_AT, shown_status
-from jobs.models import FINISHED_STATUSES, JOB_COUNTS, Job, JobStatus, PeriodicTask, Queue, Worker
-from pipeline_project.core import sql
-from pipeline_project.core.errors import NotFoundError
-from pipeline_project.core.snapshot import snapshot
+from jobs.dependency_rules import WAITING_AVAILABLE_AT, shown_status
+from jobs.models import FINISHED_STATUSES, JOB_COUNTS, Job, JobEvent, JobStatus, PeriodicTask, Queue, Worker
+from pipeline_project.api.errors import NotFoundError
+from pipeline_project.db import sql
+from pipeline_project.db.snapshot import snapshot
 
 
 def job_get(*, job_id: uuid.UUID) -> Job:
@@ -69,6 +69,11 @@ def jobs_with_error(queryset: QuerySet[Job], *, text: str) -> QuerySet[Job]:
 
 def job_status(*, job_id: uuid.UUID) -> str | None:
     return Job.objects.filter(job_id=job_id).values_list("status", flat=True).first()
+
+
+def unfinished_job_ids() -> QuerySet:
+    """The ids of the jobs not finished yet, as a subquery (``job_id__in=``)."""
+    return Job.objects.exclude(status__in=FINISHED_STATUSES).values("job_id")
 
 
 def jobs_with_args(*, values: dict[str, str | Expression], statuses: Iterable[str] | None = None) -> QuerySet[Job]:
@@ -312,3 +317,51 @@ async def job_status_of(*, pool, job_id: uuid.UUID) -> str | None:
         cursor = await conn.execute("SELECT status::text FROM dl_jobs WHERE job_id = %(job_id)s", {"job_id": job_id})
         row = await cursor.fetchone()
     return row[0] if row else None
+
+
+def job_event_count(*, job_id) -> int:
+    return JobEvent.objects.filter(job_id=job_id).count()
+
+
+def job_journal(*, job_id, limit: int) -> tuple[list[tuple], dict[int, tuple]]:
+    """A job's newest ``limit`` events besides heartbeats, oldest first, as ``(event_id, ts, kind,
+    payload)``; and the heartbeats after the i-th of them (from 1) as ``{i: (count, first ts, last
+    ts, last event_id)}``, counted in the database instead of read."""
+    rows = list(
+        reversed(
+            JobEvent.objects.filter(job_id=job_id)
+            .exclude(kind="heartbeat")
+            .order_by("-event_id")
+            .values_list("event_id", "ts", "kind", "payload")[:limit]
+        )
+    )
+    if not rows:
+        return [], {}
+    beats = sql.rows(
+        """
+        SELECT width_bucket(event_id, %(event_ids)s::bigint[]), count(*), min(ts), max(ts), max(event_id)
+        FROM dl_job_events
+        WHERE job_id = %(job_id)s AND kind = 'heartbeat' AND event_id > %(first_event_id)s GROUP BY 1
+        """,
+        {"event_ids": [row[0] for row in rows], "job_id": job_id, "first_event_id": rows[0][0]},
+    )
+    return rows, {bucket: (count, first, last, last_id) for bucket, count, first, last, last_id in beats}
+
+
+def latest_job_events(*, job_ids: list, per_job: int) -> list[tuple]:
+    """Each job's newest ``per_job`` events besides heartbeats, as ``(job_id, event_id, ts, kind,
+    payload)`` by job, oldest first; the payload keeps only what a run's times need."""
+    rows = sql.rows(
+        """
+        SELECT e.job_id, e.event_id, e.ts, e.kind, e.payload FROM unnest(%(job_ids)s::uuid[]) AS j(job_id), LATERAL (
+            SELECT job_id, event_id, ts, kind,
+                   jsonb_strip_nulls(jsonb_build_object('attempt', payload -> 'attempt', 'run', payload -> 'run',
+                       'reason', payload -> 'reason', 'available_at', payload -> 'available_at')) AS payload
+            FROM dl_job_events WHERE job_id = j.job_id AND kind <> 'heartbeat' ORDER BY event_id DESC
+            LIMIT %(per_job)s
+        ) AS e
+        ORDER BY e.job_id, e.event_id
+        """,
+        {"job_ids": job_ids, "per_job": per_job},
+    )
+    return [(job_id, event_id, ts, kind, sql.json_value(payload)) for job_id, event_id, ts, kind, payload in rows]

@@ -13,10 +13,10 @@ finds the function through a registry resolver; its return value is kept in the 
 The result ``enqueue`` returns is what ``get_result`` reads back until a worker touches the
 job: ``enqueued_at`` is the stored ``created_at``, args are as the task will receive them.
 Only tasks the worker can find are accepted: defined in a trusted module
-(``jobs.handlers_loader.trusted_module``), under the name they are enqueued by.
+(``jobs.handlers.trusted_module``), under the name they are enqueued by.
 
 ``enqueue_after(task, [result, ...], *args, **kwargs)`` enqueues a task that waits for others
-(job dependencies: see ``jobs.dependencies``).
+(job dependencies: see ``jobs.dependency_rules``).
 """
 
 import json
@@ -36,11 +36,10 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from jobs import services
-from jobs.handlers_loader import trusted_module
+from jobs.handlers import JobContext, TaskHandler, trusted_module
 from jobs.models import EventKind, Job, JobStatus, uuid7
-from jobs.registry import JobContext, TaskHandler
 from jobs.services.producers import text_field_problem
-from pipeline_project.core.snapshot import snapshot
+from pipeline_project.db.snapshot import snapshot
 
 PRIORITY_OFFSET = 100  # dl priority = 100 - django priority
 
@@ -62,7 +61,7 @@ class DatabaseBackend(BaseTaskBackend):
 
     def validate_task(self, task):
         """Django's rules, and what the worker needs to run the task: a module it trusts (see
-        ``jobs.handlers_loader``), a queue name and a task name the queue accepts."""
+        ``jobs.handlers``), a queue name and a task name the queue accepts."""
         super().validate_task(task)
         module = task.func.__module__
         if not trusted_module(module):

@@ -12,7 +12,7 @@ from tests.db_helpers import empty_written_tables
 
 def pytest_configure(config):
     # Async views, streams and subprocesses run in the tests under the event loop the deployed
-    # web server runs (pipeline_project.web_worker): uvloop, not asyncio's own.
+    # web server runs (pipeline_project.web.uvicorn_worker): uvloop, not asyncio's own.
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     TransactionTestCase._fixture_teardown = empty_written_tables
     settings.PASSWORD_HASHERS = ["tests.helpers.QuickPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]

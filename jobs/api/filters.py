@@ -5,7 +5,7 @@ from django import forms
 
 from jobs import selectors
 from jobs.models import Job, JobStatus
-from pipeline_project.core.storable import json_problem
+from pipeline_project.db.storable import json_problem
 
 
 class JSONObjectField(forms.CharField):

@@ -2,8 +2,8 @@ from rest_framework import serializers
 
 from jobs import services
 from jobs.models import Job
-from pipeline_project.core.fields import QueryIntegerField, StrictBooleanField, StrictCharField, StrictIntegerField
-from pipeline_project.core.serializers import RequestSerializer
+from pipeline_project.api.fields import QueryIntegerField, StrictBooleanField, StrictCharField, StrictIntegerField
+from pipeline_project.api.serializers import PageQuery, RequestSerializer
 
 MAX_BULK = 1000
 
@@ -119,24 +119,43 @@ class JobDetailSerializer(JobSerializer):
         read_only_fields = fields
 
 
-class EventsQuerySerializer(serializers.Serializer):
+class EventsQuerySerializer(RequestSerializer):
     follow = serializers.BooleanField(default=True, help_text="Keep the stream open until the job is finished.")
     after = QueryIntegerField(
         min_value=0, max_value=2**63 - 1, default=0, help_text="Resume after this event_id (or send Last-Event-ID)."
     )
 
+    def to_internal_value(self, data):
+        # An EventSource resumes with a Last-Event-ID header: ``after``, when the query has none.
+        headers = self.context["request"].headers
+        if "after" not in data and "Last-Event-ID" in headers:
+            data = {**data.dict(), "after": headers["Last-Event-ID"]}
+        return super().to_internal_value(data)
 
-def events_query(request) -> dict:
-    """The events query, ``after`` taken from a Last-Event-ID header when the query has none."""
-    query = request.query_params.dict()
-    if "after" not in query and "Last-Event-ID" in request.headers:
-        query["after"] = request.headers["Last-Event-ID"]
-    return query
 
-
-class DeleteQuerySerializer(serializers.Serializer):
+class DeleteQuerySerializer(RequestSerializer):
     dry_run = serializers.BooleanField(default=False)
     force = serializers.BooleanField(default=False, help_text="Delete even a running job.")
+
+
+def _filter() -> serializers.CharField:
+    return serializers.CharField(required=False, allow_blank=True)  # empty: no filter, as JobFilter reads it
+
+
+class JobListQuery(PageQuery):
+    """The list's query string: the paginator's parameters, and ``JobFilter``'s (it validates their
+    values; here they are only named, so that no other is taken)."""
+
+    queue = _filter()
+    task = _filter()
+    status = serializers.ListField(child=_filter(), required=False)
+    lock_key = _filter()
+    partition_key = _filter()
+    idempotency_key = _filter()
+    args = _filter()
+    error = _filter()
+    created_after = _filter()
+    created_before = _filter()
 
 
 class DeletionSerializer(serializers.Serializer):

@@ -4,7 +4,7 @@ delete), and the operators' controls (bulk actions over a filter, queues)."""
 import uuid
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import generics
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -13,13 +13,14 @@ from rest_framework.views import APIView
 from jobs import selectors, services
 from jobs.api import serializers as s
 from jobs.api.filters import JobFilter
-from jobs.api.streams import NDJSON, events_response
+from jobs.api.streams import events_response
 from jobs.models import Job, Queue
-from pipeline_project.core.authentication import request_caller
-from pipeline_project.core.pagination import StrictCursorPagination
-from pipeline_project.core.schema import error_responses
-from pipeline_project.core.snapshot import snapshot
-from pipeline_project.core.validation import validated
+from pipeline_project.api.accepts import DeclaredRequestMixin, accepts
+from pipeline_project.api.authentication import request_caller
+from pipeline_project.api.pagination import StrictCursorPagination
+from pipeline_project.api.schema import error_responses
+from pipeline_project.db.snapshot import snapshot
+from pipeline_project.web.ndjson import NDJSON
 
 
 def _job_response(job_id) -> Response:
@@ -30,7 +31,7 @@ def _job_response(job_id) -> Response:
     return Response(s.JobDetailSerializer(job).data)
 
 
-class JobView(APIView):
+class JobView(DeclaredRequestMixin, APIView):
     permission_model = Job
 
 
@@ -44,9 +45,9 @@ class JobTriggerView(JobView):
         },
         summary="Enqueue a job (idempotent on idempotency_key)",
     )
-    def post(self, request):
-        data = validated(s.JobTriggerSerializer, request.data)
-        enqueued = services.job_enqueue(spec=s.job_spec(data, producer=request_caller(request)))
+    @accepts(body=s.JobTriggerSerializer)
+    def post(self, request, *, body):
+        enqueued = services.job_enqueue(spec=s.job_spec(body, producer=request_caller(request)))
         return Response(s.EnqueuedSerializer(enqueued).data, status=201 if enqueued.created else 200)
 
 
@@ -60,16 +61,17 @@ class JobBulkTriggerView(JobView):
         },
         summary=f"Enqueue up to {s.MAX_BULK} jobs in one statement (all or nothing; 201 if any is new)",
     )
-    def post(self, request):
-        data = validated(s.JobBulkTriggerSerializer, request.data)
+    @accepts(body=s.JobBulkTriggerSerializer)
+    def post(self, request, *, body):
         producer = request_caller(request)
-        enqueued = services.job_enqueue_many(specs=[s.job_spec(item, producer=producer) for item in data["jobs"]])
+        enqueued = services.job_enqueue_many(specs=[s.job_spec(item, producer=producer) for item in body["jobs"]])
         created = any(item.created for item in enqueued)
         return Response(s.EnqueuedListSerializer({"jobs": enqueued}).data, status=201 if created else 200)
 
 
 class JobStatusView(JobView):
     @extend_schema(responses=s.JobDetailSerializer, summary="A job's status, progress and error")
+    @accepts()
     def get(self, request, job_id):
         return _job_response(job_id)
 
@@ -82,6 +84,7 @@ class JobCancelView(JobView):
         responses={200: s.JobDetailSerializer, **error_responses(**{"409": "The job already finished"})},
         summary="Cancel: a queued job at once, a running one between chunks (a repeat answers 200)",
     )
+    @accepts()
     def post(self, request, job_id):
         services.job_cancel(job_id=job_id, requested_by=request_caller(request))
         return _job_response(job_id)
@@ -100,7 +103,7 @@ class JobPagination(StrictCursorPagination):
         return True
 
 
-class JobListView(generics.ListAPIView):
+class JobListView(DeclaredRequestMixin, generics.ListAPIView):
     permission_model = Job
     serializer_class = s.JobSerializer
     filterset_class = JobFilter
@@ -110,12 +113,14 @@ class JobListView(generics.ListAPIView):
         return selectors.job_list()
 
     @extend_schema(summary="Jobs, newest first, filtered and cursor-paginated")
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
+    @accepts(query=s.JobListQuery)
+    def get(self, request, *, query):
+        return self.list(request)  # JobFilter and the paginator read ``query``'s parameters themselves
 
 
 class JobDetailView(JobView):
     @extend_schema(responses=s.JobDetailSerializer, summary="A job")
+    @accepts()
     def get(self, request, job_id):
         return _job_response(job_id)
 
@@ -124,8 +129,8 @@ class JobDetailView(JobView):
         responses={200: s.DeletionSerializer, **error_responses(**{"409": "The job is running (use force=true)"})},
         summary="Delete a job and its events",
     )
-    def delete(self, request, job_id):
-        query = validated(s.DeleteQuerySerializer, request.query_params)
+    @accepts(query=s.DeleteQuerySerializer)
+    def delete(self, request, job_id, *, query):
         deletion = services.job_delete(job_id=job_id, **query)
         return Response(s.DeletionSerializer(deletion).data)
 
@@ -139,8 +144,8 @@ class JobEventsView(JobView):
         responses={(200, NDJSON): OpenApiTypes.STR},
         summary="The job's journal as NDJSON, one event per line; follows until the job finishes",
     )
-    def get(self, request, job_id):
-        query = validated(s.EventsQuerySerializer, s.events_query(request))
+    @accepts(query=s.EventsQuerySerializer)
+    def get(self, request, job_id, *, query):
         selectors.job_get(job_id=job_id)  # 404 before the stream starts
         return events_response(job_id, after=query["after"], follow=query["follow"])
 
@@ -153,8 +158,8 @@ class JobBulkActionView(JobView):
     def act(self, request, selection: services.Selection, body: dict) -> services.Counts:
         raise NotImplementedError
 
-    def post(self, request):
-        body = validated(s.BulkActionSerializer, request.data)
+    @accepts(body=s.BulkActionSerializer)
+    def post(self, request, *, body):
         filterset = JobFilter(data=body["filters"], queryset=selectors.job_list())
         if not filterset.is_valid():
             raise ValidationError({"filters": filterset.errors})
@@ -165,86 +170,84 @@ class JobBulkActionView(JobView):
 _BULK_SCHEMA = {"request": s.BulkActionSerializer, "responses": s.CountsSerializer}
 
 
-class JobRetryMatchingView(JobBulkActionView):
-    @extend_schema(
+@extend_schema_view(
+    post=extend_schema(
         **_BULK_SCHEMA,
         operation_id="jobs_retry_matching",
         summary="Retry every failed, canceled or lost job the filters match",
     )
-    def post(self, request):
-        return super().post(request)
-
+)
+class JobRetryMatchingView(JobBulkActionView):
     def act(self, request, selection, body):
         return services.jobs_retry(selection=selection, by=request_caller(request), dry_run=body["dry_run"])
 
 
-class JobCancelMatchingView(JobBulkActionView):
-    @extend_schema(
+@extend_schema_view(
+    post=extend_schema(
         **_BULK_SCHEMA,
         operation_id="jobs_cancel_matching",
         summary="Cancel every queued or running job the filters match",
     )
-    def post(self, request):
-        return super().post(request)
-
+)
+class JobCancelMatchingView(JobBulkActionView):
     def act(self, request, selection, body):
         return services.jobs_cancel(selection=selection, by=request_caller(request), dry_run=body["dry_run"])
 
 
-class JobDeleteMatchingView(JobBulkActionView):
-    post_permission = "delete"
-
-    @extend_schema(
+@extend_schema_view(
+    post=extend_schema(
         **_BULK_SCHEMA,
         operation_id="jobs_delete_matching",
         summary="Delete every job the filters match (running ones only with force)",
     )
-    def post(self, request):
-        return super().post(request)
+)
+class JobDeleteMatchingView(JobBulkActionView):
+    post_permission = "delete"
 
     def act(self, request, selection, body):
         return services.jobs_delete(selection=selection, force=body["force"], dry_run=body["dry_run"])
 
 
-class QueueListView(APIView):
+class QueueView(DeclaredRequestMixin, APIView):
     permission_model = Queue
 
+
+class QueueListView(QueueView):
     @extend_schema(responses=s.QueueSerializer(many=True), summary="Queues: depth by status, paused or not")
+    @accepts()
     def get(self, request):
         return Response(s.QueueSerializer(selectors.queues(), many=True).data)
 
 
-class QueuePauseView(APIView):
-    permission_model = Queue
+class QueuePauseView(QueueView):
     post_permission = "change"
 
     @extend_schema(request=None, responses=s.QueueChangeSerializer, summary="Pause a queue: no worker claims from it")
+    @accepts()
     def post(self, request, queue):
         changed = services.queue_pause(queue=queue, by=request_caller(request))
-        return Response({"queue": queue, "paused": True, "changed": changed})
+        return Response(s.QueueChangeSerializer({"queue": queue, "paused": True, "changed": changed}).data)
 
 
-class QueueLimitsView(APIView):
-    permission_model = Queue
-
+class QueueLimitsView(QueueView):
     @extend_schema(
         request=s.QueueLimitsSerializer,
         responses=s.QueueLimitsOutSerializer,
         summary="Set a queue's limits (running at once, started per period; per partition_key or not)",
     )
-    def put(self, request, queue):
-        body = validated(s.QueueLimitsSerializer, request.data)
+    @accepts(body=s.QueueLimitsSerializer)
+    def put(self, request, queue, *, body):
         limits = services.queue_limits_set(queue=queue, by=request_caller(request), **body)
         return Response(s.QueueLimitsOutSerializer(limits).data)
 
 
-class QueueResumeView(APIView):
-    permission_model = Queue
+class QueueResumeView(QueueView):
     post_permission = "change"
 
     @extend_schema(
         request=None, responses=s.QueueChangeSerializer, summary="Resume a queue: workers claim from it at once"
     )
+    @accepts()
     def post(self, request, queue):
         changed = services.queue_resume(queue=queue, by=request_caller(request))
-        return Response({"queue": queue, "paused": False, "changed": changed})
+        return Response(s.QueueChangeSerializer({"queue": queue, "paused": False, "changed": changed}).data)

@@ -1,10 +1,11 @@
 """The worker runtime: one process model for every kind of background work.
 
 A ``runworker`` process is a :class:`~jobs.runtime.loop.Runtime` serving one or more work
-sources (the job queue: ``jobs.source``; process namespaces: ``jobs.processes.source``), built
-by :mod:`build` from its configuration (:mod:`config`) and what apps registered (:mod:`registry`:
-sources by kind, periodic tasks, start checks); ``runreaper`` runs the periodic tasks alone. The
-runtime owns what every kind of work needs the same way:
+sources (the job queue: ``jobs.worker``; process namespaces: ``jobs.processes.worker``), built by
+:mod:`build` from its configuration (:mod:`config`) and what apps registered (:mod:`registry`:
+kinds of work and their settings, periodic tasks and their ledger, start checks, module
+options); ``runreaper`` runs the periodic tasks alone. The runtime imports no app (the
+code-shape test holds it to that); it owns what every kind of work needs the same way:
 
 - the control loop (:mod:`loop`): it sleeps on a wake-up pipe and one LISTEN connection until
   the nearest deadline any source names, hands notifications to the source that listens on

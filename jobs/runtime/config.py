@@ -1,17 +1,20 @@
 """The configuration of a runworker (or runreaper) process: what it serves, and its clocks.
 
-What to serve comes from WORKERS_JSON or the ``--queue``/``--namespace`` flags, through one
-parser with one set of bounds; the clocks come from settings (tests and commands override them).
+What to serve comes from WORKERS_JSON or the flags of each kind of work (``--queue``,
+``--namespace``), through one parser with one set of bounds. The runtime's own clocks are
+fields here; each kind of work declares its own as a :func:`kind_settings` dataclass and reads
+them with ``settings_of`` (tests and commands override any of them by name).
 """
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 
-from jobs import services
 from jobs.runtime import registry
 
 MAX_CONCURRENCY = 1000
@@ -19,56 +22,57 @@ MAX_CONCURRENCY = 1000
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    serves: Mapping[str, Mapping[str, int]]  # source kind -> {name: concurrency}
-    heartbeat_sec: float
-    retry_backoff_sec: float
+    serves: Mapping[str, Mapping[str, int]]  # kind of work -> {name: concurrency}
     sweep_sec: float
     shutdown_timeout_sec: float
-    claim_batch: int
-    claim_coalesce_sec: float
-    record_linger_sec: float
-    progress_interval_sec: float
-    synchronous_commit: str
+    synchronous_commit: str  # the worker's sessions' (results, leases)
     run_reaper: bool  # run the housekeeping tasks too (runworker without --no-reaper)
-    reaper_period_sec: float
-    retention_period_sec: float
-    retention_age_sec: float
-    retention_max_identical: int
+    overrides: Mapping[str, Any] = field(default_factory=dict)  # kinds' settings given instead of settings'
 
-    @property
-    def queues(self) -> Mapping[str, int]:
-        return self.serves.get("queue", {})
+    def served(self, kind: str) -> Mapping[str, int]:
+        return self.serves.get(kind, {})
 
-    @property
-    def namespaces(self) -> Mapping[str, int]:
-        return self.serves.get("namespace", {})
+    def settings_of(self, kind_settings: type):
+        """A kind's :func:`kind_settings` dataclass: each field from ``overrides`` or its setting."""
+        return kind_settings(
+            **{
+                item.name: self.overrides.get(item.name, getattr(settings, item.metadata["setting"]))
+                for item in dataclasses.fields(kind_settings)
+            }
+        )
 
     @classmethod
-    def from_settings(
-        cls, queues: Mapping[str, int], *, namespaces: Mapping[str, int] | None = None, **overrides
-    ) -> "WorkerConfig":
-        """``queues`` and ``namespaces`` to serve (other kinds of source: ``serves``), with the
-        clocks of the settings unless ``overrides`` say otherwise."""
-        values = {
-            "serves": {"queue": dict(queues), "namespace": dict(namespaces or {})},
-            "heartbeat_sec": settings.DL_HEARTBEAT_SEC,
-            "retry_backoff_sec": settings.DL_RETRY_BACKOFF_SEC,
+    def from_settings(cls, serves: Mapping[str, Mapping[str, int]] | None = None, **overrides) -> "WorkerConfig":
+        """What to serve (kind -> {name: concurrency}), with the clocks of the settings unless
+        ``overrides`` say otherwise: the runtime's fields, or any kind's settings by name."""
+        own = {"sweep_sec", "shutdown_timeout_sec", "synchronous_commit", "run_reaper"}
+        unknown = set(overrides) - own - registry.kind_setting_names()
+        if unknown:
+            raise TypeError(f"no worker setting is called {', '.join(sorted(unknown))}")
+        runtime = {
             "sweep_sec": settings.DL_SWEEP_SEC,
             "shutdown_timeout_sec": settings.DL_SHUTDOWN_TIMEOUT_SEC,
-            "claim_batch": settings.DL_CLAIM_BATCH,
-            "claim_coalesce_sec": settings.DL_CLAIM_COALESCE_SEC,
-            "record_linger_sec": settings.DL_RECORD_LINGER_SEC,
-            "progress_interval_sec": settings.DL_PROGRESS_INTERVAL_SEC,
             "synchronous_commit": settings.DL_WORKER_SYNCHRONOUS_COMMIT,
             "run_reaper": True,
-            "reaper_period_sec": settings.DL_REAPER_PERIOD_SEC,
-            "retention_period_sec": settings.DL_RETENTION_PERIOD_SEC,
-            "retention_age_sec": settings.DL_RETENTION_AGE_SEC,
-            "retention_max_identical": settings.DL_RETENTION_MAX_IDENTICAL,
         }
-        if "serves" in overrides:
-            values["serves"] = {**values["serves"], **overrides.pop("serves")}
-        return cls(**{**values, **overrides})
+        runtime.update({name: value for name, value in overrides.items() if name in own})
+        kinds = {name: value for name, value in overrides.items() if name not in own}
+        served = {kind: dict(names) for kind, names in (serves or {}).items()}
+        return cls(serves=served, overrides=kinds, **runtime)
+
+
+def kind_settings(cls):
+    """Declare a kind of work's settings: a frozen dataclass whose fields each name their Django
+    setting (``field(metadata={"setting": "DL_HEARTBEAT_SEC"})``); registered so that a worker's
+    overrides may name its fields."""
+    cls = dataclass(frozen=True)(cls)
+    registry.register_kind_settings({item.name for item in dataclasses.fields(cls)})
+    return cls
+
+
+def setting(name: str):
+    """A :func:`kind_settings` field read from setting ``name``."""
+    return field(metadata={"setting": name})
 
 
 @dataclass(frozen=True)
@@ -77,21 +81,16 @@ class Workers:
 
     serves: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    @property
-    def queues(self) -> dict[str, int]:
-        return self.serves.get("queue", {})
-
-    @property
-    def namespaces(self) -> dict[str, int]:
-        return self.serves.get("namespace", {})
+    def served(self, kind: str) -> dict[str, int]:
+        return self.serves.get(kind, {})
 
 
 def parse_workers(entries) -> Workers:
-    """WORKERS_JSON entries, or ``--queue``/``--namespace`` flags made entries.
+    """WORKERS_JSON entries, or the flags made entries.
 
     One parser for both, so both have the same bounds: ``{KIND: NAME, "concurrency": N}`` with a
-    registered kind of work source (``queue``, ``namespace``, ...), a valid name (as producers
-    must use) and a concurrency from 1 to 1000 (summed when a name is given twice).
+    registered kind of work (``queue``, ``namespace``, ...), a name that kind accepts, and a
+    concurrency from 1 to 1000 (summed when a name is given twice).
     """
     if not isinstance(entries, list) or not entries:
         raise ValueError("must be a non-empty JSON list")
@@ -103,7 +102,7 @@ def parse_workers(entries) -> Workers:
             one_of = " or ".join(f'"{kind}"' for kind in kinds)
             raise ValueError(f'each entry is {{{one_of}: NAME, "concurrency": N}}: {entry!r}')
         kind, name = named[0], entry[named[0]]
-        if problem := services.text_field_problem("queue", name):
+        if problem := registry.source_class(kind).name_problem(name):
             raise ValueError(f"{kind} name {name!r}: {problem}")
         concurrency = entry.get("concurrency", 1)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_CONCURRENCY:
@@ -125,8 +124,8 @@ def parse_workers_json(raw: str) -> Workers:
 
 
 def worker_flag_entry(kind: str, flag: str) -> dict:
-    """``NAME[:CONCURRENCY]`` of a --queue or --namespace flag as a WORKERS_JSON entry; the
-    concurrency, after the last colon, in ASCII digits."""
+    """``NAME[:CONCURRENCY]`` of a kind's flag (``--queue``, ``--namespace``) as a WORKERS_JSON
+    entry; the concurrency, after the last colon, in ASCII digits."""
     name, colon, concurrency = flag.rpartition(":")
     if not colon:
         return {kind: flag}

@@ -6,7 +6,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from pipeline_project.databases import release_connections
+from pipeline_project.db.connections import release_connections
 
 log = logging.getLogger("jobs.runtime")
 

@@ -12,15 +12,16 @@ from typing import Protocol
 import psycopg
 from django.db import connection
 
-from jobs.runtime.database import DATABASE_ERRORS, error_extra
+from jobs.runtime.database import DATABASE_ERRORS, error_extra, retry_delay, session_lock_take
 from jobs.runtime.periodic import PeriodicRunner
-from pipeline_project.databases import (
+from pipeline_project.db.connections import (
     connection_wait_left,
     end_connection_waits_at,
     interrupt_connection_wait,
     is_transient_error,
     listen_connection_params,
 )
+from pipeline_project.db.outages import OUTAGES
 
 log = logging.getLogger("jobs.runtime")
 
@@ -101,7 +102,7 @@ class Runtime:
         self._shutdown_timeout_sec = shutdown_timeout_sec
         self._periodic = periodic
         self._periodic_stop = threading.Event()
-        self._connect_listener = connect_listener or _connect_listener
+        self._connect_listener = connect_listener or listener_connect
         self._by_channel = {channel: source for source in sources for channel in source.channels}
         self._listener: psycopg.Connection | None = None
         self._notified = True  # the listener may have notifications to read (reading none is harmless)
@@ -187,6 +188,7 @@ class Runtime:
             for source in self.sources:
                 source.step(now, stopping)
             self._failures = 0
+            OUTAGES.answered()
         except DATABASE_ERRORS as exc:
             self._on_database_error(exc)
         return True
@@ -296,9 +298,9 @@ class Runtime:
 
     def _on_database_error(self, exc: Exception) -> None:
         self._failures += 1
-        delay = min(5.0, 0.25 * 2 ** min(self._failures, 5))
+        delay = retry_delay(self._failures)
         if is_transient_error(exc):
-            log.warning("database unavailable; retrying", extra={**error_extra(exc), "retry_in_sec": delay})
+            OUTAGES.failed(exc, during="the control loop")
         else:  # a statement the database refuses: a bug to see, not an outage to wait out quietly
             log.error("a database statement failed; retrying", exc_info=exc, extra={"retry_in_sec": delay})
         self._close_listener()
@@ -306,7 +308,12 @@ class Runtime:
         self._retry_at = time.monotonic() + delay
 
 
-def _connect_listener() -> psycopg.Connection:
+def listener_connect(*, session_key: int | None = None) -> psycopg.Connection:
+    """The loop's LISTEN connection; with ``session_key``, holding that advisory lock (a worker's:
+    it says the worker lives)."""
     # A server that does not answer (a dead host drops packets) must not hold the loop, nor a stop.
     timeout = max(2, round(connection_wait_left(LISTEN_CONNECT_TIMEOUT_SEC)))
-    return psycopg.connect(**listen_connection_params(), autocommit=True, connect_timeout=timeout)
+    conn = psycopg.connect(**listen_connection_params(), autocommit=True, connect_timeout=timeout)
+    if session_key is not None:
+        session_lock_take(conn, session_key)
+    return conn

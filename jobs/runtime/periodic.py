@@ -1,10 +1,10 @@
 """Periodic tasks: work that runs once per period across every process, off the control loop.
 
-Apps register them in their ``periodic`` module (``jobs.runtime.registry``); runworker and
+Apps register them in their ``worker`` module (``jobs.runtime.registry``); runworker and
 runreaper run theirs in a :class:`PeriodicRunner` on a thread of its own, never on the control
-loop, whose latency is the work's.
-``services.periodic_task_run`` makes each task run once per period across all processes, one
-process at a time (a transaction-scoped advisory lock on its name).
+loop, whose latency is the work's. The registered periodic ledger (the job queue's
+``services.periodic_task_run``) makes each task run once per period across all processes, one
+process at a time.
 """
 
 import logging
@@ -12,9 +12,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from jobs import services
-from pipeline_project.databases import release_connections
+from pipeline_project.db.connections import is_transient_error, release_connections
+from pipeline_project.db.outages import OUTAGES
+from pipeline_project.db.storable import first_line
 
 log = logging.getLogger("jobs.runtime.periodic")
 
@@ -22,7 +24,7 @@ RETRY_AFTER_ERROR_SEC = 5.0
 
 
 @dataclass(frozen=True)
-class PeriodicTask:
+class PeriodicWork:
     name: str
     period_sec: float
     work: Callable[[], dict]  # returns what it did: recorded on the task's row, logged when not all zero
@@ -34,8 +36,9 @@ class PeriodicTask:
 class PeriodicRunner:
     """Runs the tasks that are due, as often as their periods say."""
 
-    def __init__(self, tasks: list[PeriodicTask], *, runner_name: str):
+    def __init__(self, tasks: list[PeriodicWork], *, runner_name: str, run_once: Callable[..., Any]):
         self.tasks = tasks
+        self.run_once = run_once  # the registered periodic ledger's (``jobs.runtime.registry``)
         self.runner_name = runner_name
         self._due_at = {task.name: 0.0 for task in tasks}
 
@@ -53,14 +56,15 @@ class PeriodicRunner:
         while not stop.is_set():
             stop.wait(self.run_due(stop))
 
-    def _run(self, task: PeriodicTask) -> float:
+    def _run(self, task: PeriodicWork) -> float:
         """Run one task if no other process does; return the seconds until it is due again."""
         try:
-            run = services.periodic_task_run(
-                name=task.name, period_sec=task.period_sec, runner=self.runner_name, work=task.work
-            )
+            run = self.run_once(name=task.name, period_sec=task.period_sec, runner=self.runner_name, work=task.work)
         except Exception as exc:  # noqa: BLE001 - an outage or a bug: logged, the next try may succeed; the thread must live
-            log.warning("periodic task failed", extra={"task": task.name, "error": services.first_line(exc)})
+            if is_transient_error(exc):
+                OUTAGES.failed(exc, during=f"periodic task {task.name}")
+            else:
+                log.warning("periodic task failed", extra={"task": task.name, "error": first_line(exc)})
             return min(task.period_sec, RETRY_AFTER_ERROR_SEC)
         finally:
             release_connections()  # back to the pool until a task is due again

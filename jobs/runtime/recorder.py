@@ -6,7 +6,9 @@ from collections.abc import Callable
 
 from django.db import connection
 
-from jobs.runtime.database import DATABASE_ERRORS, error_extra
+from jobs.runtime.database import DATABASE_ERRORS, error_extra, retry_delay
+from pipeline_project.db.connections import is_transient_error
+from pipeline_project.db.outages import OUTAGES
 
 log = logging.getLogger("jobs.runtime")
 
@@ -79,13 +81,16 @@ class Recorder[Item]:
             try:
                 self.flush()
                 failures = 0
+                OUTAGES.answered()
             except Exception as exc:  # the results are kept; a dead recorder would strand them
                 failures += 1
-                if isinstance(exc, DATABASE_ERRORS):
-                    log.warning("could not record results; retrying", extra=error_extra(exc))
-                else:
+                if not isinstance(exc, DATABASE_ERRORS):
                     log.exception("recording results failed; retrying")
+                elif is_transient_error(exc):
+                    OUTAGES.failed(exc, during="recording results")
+                else:
+                    log.warning("could not record results; retrying", extra=error_extra(exc))
                 connection.close()
-                self._stopped.wait(min(5.0, 0.25 * 2 ** min(failures, 5)))
+                self._stopped.wait(retry_delay(failures))
                 self._has_work.set()
         connection.close()

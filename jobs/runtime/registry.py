@@ -1,17 +1,22 @@
-"""What the runtime runs, registered in one place: work sources by kind, periodic tasks, and the
-checks a worker passes before it serves work bound to one host.
+"""What the runtime runs, registered in one place: kinds of work, their settings, periodic tasks,
+how a periodic task runs once per period, the checks a worker passes before it serves work bound
+to one host, and the modules a worker loads at start.
 
-Apps declare them in two modules, which ``runworker`` and ``runreaper`` import at start
-(:func:`load`), as workers import ``job_handlers`` and ``processors``:
+The runtime imports no app: apps register here from their ``worker`` module (a module or a
+package), which ``runworker`` and ``runreaper`` import at start (:func:`load`):
 
-- ``<app>/source.py``: a class implementing ``jobs.runtime.loop.WorkSource`` with a ``build(names,
-  setup)`` classmethod, registered with ``@work_source("kind")``; WORKERS_JSON entries
-  ``{"kind": NAME, "concurrency": N}`` are served by it (``jobs.source``: queues,
-  ``jobs.processes.source``: process namespaces).
-- ``<app>/periodic.py``: ``@periodic_tasks`` on a function of the worker's configuration that
-  returns the app's :class:`~jobs.runtime.periodic.PeriodicTask` list; ``@start_check`` on a
-  function that refuses a worker whose host cannot serve what it was asked to serve; ``@on_start``
-  on a function every worker calls with its task handlers once its checks pass.
+- ``@work_source("kind")`` on a class implementing ``jobs.runtime.loop.WorkSource`` with a
+  ``build(names, setup)`` classmethod and a ``name_problem(name)`` one (why a name cannot be
+  served, or None); WORKERS_JSON entries ``{"kind": NAME, "concurrency": N}`` and the flag
+  ``--kind NAME[:N]`` are served by it (``jobs.worker``: queues; ``jobs.processes.worker``:
+  process namespaces). Its settings are a ``jobs.runtime.config.kind_settings`` dataclass.
+- ``@periodic_tasks`` on a function of the worker's configuration that returns the app's
+  :class:`~jobs.runtime.periodic.PeriodicWork` list; ``@periodic_ledger`` on the function that
+  runs one of them once per period across every process (the job queue's ``dl_periodic_tasks``).
+- ``@start_check`` on a function that refuses a worker whose host cannot serve what it was asked
+  to serve; ``@on_start`` on a function every worker calls with its task handlers once its
+  checks pass; ``@modules_option("handlers")`` on a function loading the modules a worker's
+  ``--handlers MODULE`` flag names (and the app's own).
 
 Which process runs a periodic task: a housekeeping task (the default) runs in ``runreaper`` and in
 every ``runworker`` not started with ``--no-reaper``, once per period across them all; a task
@@ -19,15 +24,18 @@ every ``runworker`` not started with ``--no-reaper``, once per period across the
 the workers serving that source, with or without ``--no-reaper``, and never in ``runreaper``.
 """
 
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
+from django.conf import settings
 from django.utils.module_loading import autodiscover_modules
 
 if TYPE_CHECKING:
     from jobs.runtime.config import WorkerConfig
-    from jobs.runtime.periodic import PeriodicTask
+    from jobs.runtime.periodic import PeriodicWork
 
 Served = Mapping[str, Mapping[str, int]]  # what a worker serves: kind -> {name: concurrency}
 
@@ -42,15 +50,18 @@ class WorkerSetup:
     the worker names itself (leases, events, logs)."""
 
     config: "WorkerConfig"
-    handlers: Any  # jobs.registry.Registry
+    handlers: Any  # jobs.handlers.Registry
     worker_id: Any  # uuid.UUID
     name: str
 
 
 _sources: dict[str, Any] = {}  # kind -> a WorkSource class with build(names, setup)
-_periodic: list[Callable[["WorkerConfig"], Iterable["PeriodicTask"]]] = []
+_periodic: list[Callable[["WorkerConfig"], Iterable["PeriodicWork"]]] = []
 _start_checks: list[Callable[[Served], None]] = []
 _start_hooks: list[Callable[[Any], None]] = []
+_kind_settings: set[str] = set()  # the names a worker's overrides may give (jobs.runtime.config)
+_ledger: list[Callable[..., Any]] = []  # at most one: runs a periodic task once per period
+_module_options: dict[str, tuple[Callable[[list[str]], None], str]] = {}  # flag -> (loader, help)
 
 
 def work_source(kind: str):
@@ -66,7 +77,7 @@ def work_source(kind: str):
     return decorator
 
 
-def periodic_tasks(factory: Callable[["WorkerConfig"], Iterable["PeriodicTask"]]):
+def periodic_tasks(factory: Callable[["WorkerConfig"], Iterable["PeriodicWork"]]):
     """Register an app's periodic tasks: ``factory(config)`` is called when a worker or reaper is
     built (so its periods follow the configuration of that moment)."""
     if factory not in _periodic:
@@ -84,15 +95,63 @@ def start_check(check: Callable[[Served], None]):
 
 def on_start(hook: Callable[[Any], None]):
     """Register a function every worker calls when it starts, after the start checks pass:
-    ``hook(handlers)`` with its task handlers (``jobs.registry.Registry``)."""
+    ``hook(handlers)`` with its task handlers (``jobs.handlers.Registry``)."""
     if hook not in _start_hooks:
         _start_hooks.append(hook)
     return hook
 
 
+def register_kind_settings(names: set[str]) -> None:
+    _kind_settings.update(names)
+
+
+def periodic_ledger(run_once: Callable[..., Any]):
+    """Register how a periodic task runs once per period across every process:
+    ``run_once(name=, period_sec=, runner=, work=)`` returns ``.ran``, ``.result``, ``.due_in_sec``."""
+    if _ledger and _ledger[0] is not run_once:
+        raise ValueError(f"a periodic ledger is already registered: {_ledger[0]!r}")
+    _ledger[:] = [run_once]
+    return run_once
+
+
+def modules_option(flag: str, *, help: str):
+    """Register ``loader(extra_modules)`` behind runworker's ``--FLAG MODULE`` (repeatable): it
+    loads the app's own modules of that kind, then the extra ones."""
+
+    def decorator(loader: Callable[[list[str]], None]):
+        _module_options[flag] = (loader, help)
+        return loader
+
+    return decorator
+
+
 def load() -> None:
-    """Every installed app's ``source`` and ``periodic`` modules (importing one twice is harmless)."""
-    autodiscover_modules("source", "periodic")
+    """Every installed app's ``worker`` module (importing one twice is harmless)."""
+    autodiscover_modules("worker")
+
+
+def kind_setting_names() -> set[str]:
+    load()
+    return set(_kind_settings)
+
+
+def ledger() -> Callable[..., Any]:
+    load()
+    if not _ledger:
+        raise LookupError("no app registered a periodic ledger (@periodic_ledger)")
+    return _ledger[0]
+
+
+def module_options() -> dict[str, tuple[Callable[[list[str]], None], str]]:
+    load()
+    return dict(_module_options)
+
+
+def load_app_modules(*, app_module: str, setting: str, extra: list[str] = ()) -> None:
+    """Every installed app's ``app_module`` module, then the modules of setting ``setting`` and ``extra``."""
+    autodiscover_modules(app_module)
+    for module in [*getattr(settings, setting), *extra]:
+        importlib.import_module(module)
 
 
 def source_kinds() -> list[str]:
@@ -108,6 +167,19 @@ def source_class(kind: str):
     return _sources[kind]
 
 
+def served_in_order(serves: Served) -> dict[str, dict[str, int]]:
+    """What a worker serves, its kinds in the order of their apps in INSTALLED_APPS (the queue's
+    first), those with no name left out; ``LookupError`` for a kind nobody registered."""
+    served = {kind: dict(names) for kind, names in serves.items() if names}
+    app_order = [config.name for config in apps.get_app_configs()]
+
+    def app_index(kind: str) -> int:
+        app = apps.get_containing_app_config(source_class(kind).__module__)
+        return app_order.index(app.name) if app else len(app_order)
+
+    return {kind: served[kind] for kind in sorted(served, key=lambda kind: (app_index(kind), kind))}
+
+
 def check_start(served: Served) -> None:
     load()
     for check in _start_checks:
@@ -120,7 +192,7 @@ def run_start_hooks(handlers) -> None:
         hook(handlers)
 
 
-def periodic_for(config: "WorkerConfig", *, served: Served, housekeeping: bool) -> list["PeriodicTask"]:
+def periodic_for(config: "WorkerConfig", *, served: Served, housekeeping: bool) -> list["PeriodicWork"]:
     """The periodic tasks a process runs: the housekeeping ones if it does housekeeping (runreaper;
     runworker unless --no-reaper), and those local to a source it serves."""
     load()

@@ -30,7 +30,9 @@ from jobs.services.maintenance import (
     worker_deregister,
     worker_heartbeat,
     worker_register,
+    workers_gone,
     workers_prune,
+    workers_without_session,
 )
 from jobs.services.operators import (
     Counts,
@@ -61,7 +63,7 @@ from jobs.services.producers import (
     job_spec_problems,
     text_field_problem,
 )
-from pipeline_project.core.storable import first_line
+from pipeline_project.db.storable import first_line
 
 __all__ = [
     "INTEGER_LIMITS",
@@ -115,5 +117,7 @@ __all__ = [
     "worker_deregister",
     "worker_heartbeat",
     "worker_register",
+    "workers_gone",
     "workers_prune",
+    "workers_without_session",
 ]

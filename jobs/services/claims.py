@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from django.db import DatabaseError, IntegrityError, transaction
 
 from jobs.services.leases import Lease
-from pipeline_project.core import sql
-from pipeline_project.core.storable import first_line, storable_text
+from pipeline_project.db import sql
+from pipeline_project.db.storable import first_line, storable_text
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,14 @@ CLAIM_SET = """
     status = 'running', attempt = j.attempt + 1, started_at = COALESCE(j.started_at, now()),
     heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => j.lease_ttl_sec)
 """
-# The statement's snapshot still shows ``j`` queued, hence ``s.job_id <> j.job_id``.
+# Whether another job of its key is queued: the statement's snapshot still shows ``j`` queued, so
+# two of the key's queued jobs, read in claim order (why: ``FIRST_OF_KEY``).
 CLAIMED_COLUMNS = """
     j.job_id, j.attempt, j.started_at, j.queue, j.task, j.args, j.lock_key, j.partition_key, j.max_attempts,
     j.lease_ttl_sec, j.cancel_requested,
-    EXISTS (SELECT FROM dl_jobs s
-            WHERE s.queue = j.queue AND s.lock_key = j.lock_key AND s.status = 'queued' AND s.job_id <> j.job_id)
+    (SELECT count(*) FROM (SELECT FROM dl_jobs s
+            WHERE s.queue = j.queue AND s.lock_key = j.lock_key AND s.status = 'queued'
+            ORDER BY s.priority, s.created_at, s.job_id LIMIT 2) AS queued_of_key) = 2
 """
 
 
@@ -65,14 +67,22 @@ CLAIM_MAX_KEYS = 1000
 # The claim's conditions, shared by the claim statements. Scalar subqueries, not NOT EXISTS:
 # the planner would turn those into anti-joins that scan every running job; these are one
 # index probe per candidate. ``KEY_FREE``: no job of the key runs (but those the statement
-# ends); ``FIRST_OF_KEY``: no job of the key is queued before the candidate ``w``.
+# ends); ``FIRST_OF_KEY``: the candidate ``w`` is its key's first queued job, read as the key's
+# head in claim order, the order of ``ix_dl_jobs_queued_lock_key``, which reaches it at once
+# (the planner, believing few jobs queued after an ANALYZE under a held xmin, had walked the
+# seed's ``ix_dl_jobs_claim`` for it).
 KEY_FREE = """(SELECT true FROM dl_jobs r
                WHERE r.lock_key = {key} AND r.status = 'running' AND r.job_id <> ALL (%(ending)s::uuid[])
                LIMIT 1) IS NULL"""
-FIRST_OF_KEY = """(SELECT true FROM dl_jobs e
+FIRST_OF_KEY = """(SELECT e.job_id FROM dl_jobs e
                WHERE e.queue = %(queue)s AND e.lock_key = w.lock_key AND e.status = 'queued'
-                 AND (e.priority, e.created_at, e.job_id) < (w.priority, w.created_at, w.job_id)
-               LIMIT 1) IS NULL"""
+               ORDER BY e.priority, e.created_at, e.job_id
+               LIMIT 1) = w.job_id"""
+# A candidate, locked, is still queued. Read through the primary key: ``status::text``, a condition
+# no index serves, keeps the planner off the partial indexes of queued jobs, which it took for
+# this join when it believed few jobs queued and which, under a held xmin, hold an entry for every
+# job claimed since (each visited, none removable).
+STILL_QUEUED = "c.status::text = 'queued'"
 # The queue is neither paused nor limited: the same one primary-key probe of ``dl_queues`` that
 # the pause alone costs. A limited queue is claimed only by ``jobs_claim_limited``, so a worker
 # that has not heard yet that a queue became limited claims nothing from it, never too much.
@@ -82,24 +92,29 @@ UNLIMITED = """(SELECT paused OR max_running IS NOT NULL OR rate_limit IS NOT NU
 # The claim, as CTEs ending in ``claimed`` (the claimed rows), for a statement that starts
 # WITH RECURSIVE: a first pass over the first ``window`` available jobs in order (rows locked
 # by a concurrent claim are passed over, rows of busy keys never locked), then, if that found
-# too few, a second pass over each key's first job. Both passes find nothing in a paused or
+# too few although the window was full, a second pass over each key's first job. (With fewer
+# available jobs than the window, the first pass saw every one: the second would find nothing,
+# yet its walk over the queued keys would visit every index entry a held xmin keeps alive.)
+# The first pass reads the window in its order (a CTE is read back in the order it was written)
+# with no sort of its own, so it stops at the first ``limit`` free jobs: in a backlog, a claim
+# reads and probes a few rows, not the whole window. Both passes find nothing in a paused or
 # limited queue (``UNLIMITED``). Parameters: queue, limit, window, max_keys, and ``ending``: jobs
 # the same statement ends, whose lock_keys count as free although its snapshot shows them
 # running. ``{after}``: more conditions on a candidate ``c``.
 CLAIM_CTES = """
+    claim_window AS MATERIALIZED (
+        SELECT job_id, lock_key, priority, created_at FROM dl_jobs
+        WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now()
+          AND {unlimited}
+        ORDER BY priority, created_at, job_id
+        LIMIT %(window)s
+    ),
     first_pass AS MATERIALIZED (
         SELECT c.job_id
-        FROM (
-            SELECT job_id, lock_key, priority, created_at FROM dl_jobs
-            WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now()
-              AND {unlimited}
-            ORDER BY priority, created_at, job_id
-            LIMIT %(window)s
-        ) AS w
+        FROM claim_window AS w
         JOIN dl_jobs c ON c.job_id = w.job_id
-        WHERE c.status = 'queued' AND {key_free_w} AND {first_of_key}
+        WHERE {still_queued} AND {key_free_w} AND {first_of_key}
           {after}
-        ORDER BY w.priority, w.created_at, w.job_id
         LIMIT %(limit)s
         FOR UPDATE OF c SKIP LOCKED
     ),
@@ -107,6 +122,7 @@ CLAIM_CTES = """
         SELECT first.lock_key, 1 AS n FROM (
             SELECT lock_key FROM dl_jobs
             WHERE status = 'queued' AND queue = %(queue)s AND (SELECT count(*) FROM first_pass) < %(limit)s
+              AND (SELECT count(*) FROM claim_window) = %(window)s
               AND {unlimited}
             ORDER BY lock_key LIMIT 1
         ) AS first
@@ -128,7 +144,7 @@ CLAIM_CTES = """
     ),
     second_pass AS MATERIALIZED (
         SELECT c.job_id FROM dl_jobs c
-        WHERE c.job_id = ANY (ARRAY(SELECT job_id FROM heads)) AND c.status = 'queued'
+        WHERE c.job_id = ANY (ARRAY(SELECT job_id FROM heads)) AND {still_queued}
           AND c.job_id <> ALL (ARRAY(SELECT job_id FROM first_pass))
           {after}
         ORDER BY c.priority, c.created_at, c.job_id
@@ -150,6 +166,7 @@ def claim_ctes(*, after: str = "") -> str:
         key_free_w=KEY_FREE.format(key="w.lock_key"),
         key_free_keys=KEY_FREE.format(key="keys.lock_key"),
         first_of_key=FIRST_OF_KEY,
+        still_queued=STILL_QUEUED,
         claim_set=CLAIM_SET,
         claimed_columns=CLAIMED_COLUMNS,
     )
@@ -237,7 +254,7 @@ LIMITED_CLAIM = """
     ),
     picked AS MATERIALIZED (
         SELECT c.job_id FROM dl_jobs c
-        WHERE c.status = 'queued' AND c.job_id = ANY (ARRAY(
+        WHERE {still_queued} AND c.job_id = ANY (ARRAY(
             SELECT ranked.job_id FROM (
                 SELECT job_id, part, row_number() OVER (PARTITION BY part ORDER BY priority, created_at, job_id) AS n
                 FROM candidates
@@ -286,6 +303,7 @@ def jobs_claim_limited(*, queue: str, limit: int, worker_id: str) -> list[Claime
             LIMITED_CLAIM.format(
                 key_free=KEY_FREE.format(key="w.lock_key"),
                 first_of_key=FIRST_OF_KEY,
+                still_queued=STILL_QUEUED,
                 claim_set=CLAIM_SET,
                 claimed_columns=CLAIMED_COLUMNS,
                 picked_events=PICKED_EVENTS,

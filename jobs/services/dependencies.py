@@ -1,13 +1,13 @@
 """Producers' side of job dependencies: check what a job waits for and record it.
 
-What happens when upstream jobs end is the database's (``jobs.dependencies``), whatever ends them.
+What happens when upstream jobs end is the database's (``jobs.dependency_rules``), whatever ends them.
 """
 
 import uuid
 
-from jobs.dependencies import WAITING_SQL
-from pipeline_project.core import sql
-from pipeline_project.core.errors import InvalidInputError
+from jobs.dependency_rules import WAITING_SQL
+from pipeline_project.api.errors import InvalidInputError
+from pipeline_project.db import sql
 
 MAX_DEPENDS_ON = 100
 

@@ -5,12 +5,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 
 from jobs.models import JOB_COUNTS
-from pipeline_project.core import sql
-from pipeline_project.databases import apart_from_this_transaction
+from jobs.runtime.names import worker_name, worker_session_key
+from pipeline_project.db import sql
+from pipeline_project.db.connections import apart_from_this_transaction
 
 REAP_BATCH = 1000
 # Any constant: the first key of the periodic tasks' advisory locks (the second is the task's name).
@@ -29,33 +31,42 @@ def jobs_reap(*, batch: int = REAP_BATCH) -> Reaped:
     Concurrent reapers are safe (``SKIP LOCKED``); the periodic task that calls this makes
     sure only one process does at a time anyway.
     """
+    expired = """
+        SELECT job_id FROM dl_jobs
+        WHERE status = 'running' AND lease_expires_at IS NOT NULL AND lease_expires_at < now()
+        ORDER BY lease_expires_at
+        LIMIT %(batch)s
+        FOR UPDATE SKIP LOCKED
+    """
+    return _leases_end(
+        expired, {"batch": batch}, reason="lease_expired", error="lease expired: the worker stopped heartbeating"
+    )
+
+
+def _leases_end(selected: str, params: dict, *, reason: str, error: str) -> Reaped:
+    """End the leases of the running jobs ``selected`` (locked) picks: each goes back to its queue,
+    or becomes ``lost`` with no attempts left; its journal says ``reason``."""
     rows = sql.rows(
-        """
-        WITH expired AS MATERIALIZED (
-            SELECT job_id FROM dl_jobs
-            WHERE status = 'running' AND lease_expires_at IS NOT NULL AND lease_expires_at < now()
-            ORDER BY lease_expires_at
-            LIMIT %(batch)s
-            FOR UPDATE SKIP LOCKED
-        ),
+        f"""
+        WITH selected AS MATERIALIZED ({selected}),
         reaped AS (
             UPDATE dl_jobs j
             SET status = CASE WHEN j.attempt >= j.max_attempts THEN 'lost' ELSE 'queued' END::dl_status,
                 available_at = now(), lease_expires_at = NULL,
                 finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
-                error = 'lease expired: the worker stopped heartbeating'
-            FROM expired WHERE j.job_id = expired.job_id
+                error = %(error)s
+            FROM selected WHERE j.job_id = selected.job_id
             RETURNING j.job_id, j.queue, j.status, j.attempt, j.heartbeat_at
         ),
         journal AS (
             INSERT INTO dl_job_events (job_id, queue, kind, payload)
             SELECT job_id, queue, CASE status WHEN 'lost' THEN 'lost' ELSE 'requeue' END,
-                   jsonb_build_object('reason', 'lease_expired', 'attempt', attempt, 'last_heartbeat_at', heartbeat_at)
+                   jsonb_build_object('reason', %(reason)s::text, 'attempt', attempt, 'last_heartbeat_at', heartbeat_at)
             FROM reaped
         )
         SELECT count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'lost') FROM reaped
         """,
-        {"batch": batch},
+        {**params, "reason": reason, "error": error},
     )
     requeued, lost = rows[0]
     return Reaped(requeued=requeued, lost=lost)
@@ -158,13 +169,60 @@ def worker_deregister(*, worker_id: uuid.UUID) -> None:
 
 
 def workers_prune(*, silent_for_sec: float) -> int:
-    """Forget workers that stopped heartbeating (killed processes leave their row behind)."""
+    """Forget workers that stopped heartbeating (killed processes leave their row behind). Their
+    jobs are left to their leases: a worker starved of connections is silent too, and alive."""
     rows = sql.rows(
         "WITH gone AS (DELETE FROM dl_workers WHERE heartbeat_at < now() - make_interval(secs => %(silent_for)s) "
         "RETURNING 1) SELECT count(*) FROM gone",
         {"silent_for": silent_for_sec},
     )
     return rows[0][0]
+
+
+def workers_without_session(*, server_up_for_sec: float) -> list[tuple[uuid.UUID, datetime, datetime]]:
+    """``(worker_id, heartbeat_at, now)`` of the registered workers whose listening session is
+    not open (it holds ``jobs.runtime.database.worker_session_key``): their process may be gone,
+    since its connections go with it. None while the server has been up less than
+    ``server_up_for_sec``: after a restart, live workers are still connecting again."""
+    workers = sql.rows(
+        "SELECT worker_id, heartbeat_at, now() FROM dl_workers "
+        "WHERE pg_postmaster_start_time() < now() - make_interval(secs => %(up)s)",
+        {"up": server_up_for_sec},
+    )
+    if not workers:
+        return []
+    held = {
+        (classid << 32 | objid) - (1 << 64 if classid >= 1 << 31 else 0)  # the bigint key, signed
+        for classid, objid in sql.rows(
+            "SELECT classid::bigint, objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1"
+        )
+    }
+    return [(worker_id, beat, now) for worker_id, beat, now in workers if worker_session_key(worker_id) not in held]
+
+
+@transaction.atomic
+def workers_gone(*, worker_ids: list[uuid.UUID]) -> Reaped:
+    """Forget workers known to be gone, and put the running jobs each of them picked last back in
+    their queue now (the running jobs are few; each one's newest ``picked`` event names its
+    worker), not when their leases would have run out: journaled as ``worker_gone``."""
+    gone = sql.rows(
+        "DELETE FROM dl_workers WHERE worker_id = ANY(%(worker_ids)s) RETURNING worker_id, hostname, pid",
+        {"worker_ids": worker_ids},
+    )
+    if not gone:
+        return Reaped(requeued=0, lost=0)
+    orphaned = """
+        SELECT j.job_id FROM dl_jobs j, LATERAL (
+            SELECT payload ->> 'worker' AS worker FROM dl_job_events e
+            WHERE e.job_id = j.job_id AND e.kind = 'picked' ORDER BY e.event_id DESC LIMIT 1
+        ) AS picked
+        WHERE j.status = 'running' AND picked.worker = ANY(%(names)s)
+        FOR UPDATE OF j SKIP LOCKED
+    """
+    names = [worker_name(worker_id, hostname=hostname, pid=pid) for worker_id, hostname, pid in gone]
+    return _leases_end(
+        orphaned, {"names": names}, reason="worker_gone", error="the worker is gone: its process ended during this run"
+    )
 
 
 # --- periodic tasks ----------------------------------------------------------------------
@@ -225,19 +283,26 @@ STATISTICS_DRIFT = 10
 
 
 def jobs_statistics_refresh(*, min_queued: int = STATISTICS_MIN_QUEUED, drift: float = STATISTICS_DRIFT) -> bool:
-    """ANALYZE dl_jobs when at least ``min_queued`` jobs are queued and the planner believes in
-    fewer than one ``drift``-th of them (a burst on a queue that was empty when last analyzed).
-    Counts at most ``min_queued × drift`` queued jobs, through the queue's partial indexes."""
-    cap = int(min_queued * drift)
-    queued = sql.rows(
-        "SELECT count(*) FROM (SELECT 1 FROM dl_jobs WHERE status = 'queued' LIMIT %(cap)s) AS q", {"cap": cap}
-    )[0][0]
-    if queued < min_queued:
-        return False
-    plan = sql.rows("EXPLAIN (FORMAT JSON) SELECT 1 FROM dl_jobs WHERE status = 'queued'", {})[0][0]
-    believed = sql.json_value(plan)[0]["Plan"]["Plan Rows"]
-    if believed * drift >= queued:
-        return False
+    """ANALYZE dl_jobs when it holds at least ``min_queued`` jobs and was never analyzed (the
+    planner goes by its size, and the workers' generic plans, made while it held a few rows, joined
+    by walking whole indexes), or when at least ``min_queued`` jobs are queued and the planner
+    believes in fewer than one ``drift``-th of them (a burst on a queue that was empty when last
+    analyzed). Counts at most ``min_queued × drift`` jobs, through the queue's partial indexes."""
+    recorded = sql.rows("SELECT reltuples FROM pg_class WHERE oid = 'dl_jobs'::regclass", {})[0][0]
+    if recorded < 0:
+        held = sql.rows("SELECT count(*) FROM (SELECT 1 FROM dl_jobs LIMIT %(cap)s) AS j", {"cap": min_queued})[0][0]
+        if held < min_queued:
+            return False
+    else:
+        cap = int(min_queued * drift)
+        queued = sql.rows(
+            "SELECT count(*) FROM (SELECT 1 FROM dl_jobs WHERE status = 'queued' LIMIT %(cap)s) AS q", {"cap": cap}
+        )[0][0]
+        if queued < min_queued:
+            return False
+        plan = sql.rows("EXPLAIN (FORMAT JSON) SELECT 1 FROM dl_jobs WHERE status = 'queued'", {})[0][0]
+        if sql.json_value(plan)[0]["Plan"]["Plan Rows"] * drift >= queued:
+            return False
     sql.execute("ANALYZE dl_jobs", {})
     return True
 
@@ -256,11 +321,13 @@ def jobs_vacuum(*, min_dead_rows: int) -> int:
     claim's first row cost 0.47 → 1.12 ms in 90 s. Autovacuum, where it is on, waits for a
     fifth of the table (days of retained jobs). VACUUM cannot run in a transaction: it runs
     apart from the periodic task's. ``SKIP_LOCKED``: one already running (autovacuum's) will do.
+    ``TRUNCATE false``: giving the empty tail back takes an ACCESS EXCLUSIVE lock, which stops
+    every claim and result while it is held (the tables' ``vacuum_truncate`` says so to autovacuum).
     """
     [(dead,)] = sql.rows(
         "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables WHERE relid = 'dl_jobs'::regclass", {}
     ) or [(0,)]
     if dead < min_dead_rows:
         return 0
-    apart_from_this_transaction(lambda: sql.execute("VACUUM (SKIP_LOCKED) dl_jobs", {}))
+    apart_from_this_transaction(lambda: sql.execute("VACUUM (SKIP_LOCKED, TRUNCATE false) dl_jobs", {}))
     return dead

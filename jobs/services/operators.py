@@ -17,8 +17,8 @@ from django.db.models import QuerySet
 from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL, QUEUES_CHANNEL, JobStatus
 from jobs.services.dependencies import ORPHANS_CANCEL_CTES
 from jobs.services.producers import text_field_problem
-from pipeline_project.core import sql
-from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
+from pipeline_project.api.errors import ConflictError, InvalidInputError, NotFoundError
+from pipeline_project.db import sql
 
 RETRYABLE = ("failed", "canceled", "lost")
 

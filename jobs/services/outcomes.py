@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from jobs.models import NOTIFY_CHANNEL
 from jobs.services.claims import PICKED_EVENTS, ClaimedJob, claim_ctes, claim_params, claimed_job
-from jobs.services.leases import LEASE_GUARD, Lease
-from pipeline_project.core import sql
+from jobs.services.leases import LEASE_GUARD, LOCKED_IN_ORDER, Lease, in_batches
+from pipeline_project.db import sql
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ _END_CTES = """
             AS mine(job_id uuid, attempt int, started_at timestamptz, kind text, error text, payload jsonb,
                     delay float8, progress jsonb)
     ),
+    locked AS MATERIALIZED ({locked}),
     ended AS (
         UPDATE dl_jobs j
         SET status = (CASE
@@ -51,17 +52,19 @@ _END_CTES = """
             lease_expires_at = NULL,
             progress = COALESCE(mine.progress, j.progress)
         FROM mine
-        WHERE {guard}
+        WHERE {guard} AND j.job_id IN (SELECT job_id FROM locked)
         RETURNING j.job_id, j.queue, j.lock_key, j.attempt, j.available_at, j.status AS next_status, mine.payload
     ),
     -- Keys these runs freed whose next job is claimable now, by any worker: wake them (one
     -- NOTIFY per queue, as the ready trigger sends). A requeued job is its key's next job itself.
+    -- The key's head in claim order (why: jobs.services.claims.FIRST_OF_KEY).
     announced AS (
         SELECT pg_notify('{channel}', queue) FROM (
             SELECT DISTINCT e.queue FROM ended e
             WHERE e.next_status <> 'queued' AND NOT ({taken})
               AND (SELECT true FROM dl_jobs w
-                   WHERE w.queue = e.queue AND w.lock_key = e.lock_key AND w.status = 'queued' LIMIT 1)
+                   WHERE w.queue = e.queue AND w.lock_key = e.lock_key AND w.status = 'queued'
+                   ORDER BY w.priority, w.created_at, w.job_id LIMIT 1)
         ) AS freed
     )
 """
@@ -82,7 +85,7 @@ _END_CONDITIONS = """
 
 
 def _end_ctes(*, taken: str = "false") -> str:
-    return _END_CTES.format(guard=LEASE_GUARD, channel=NOTIFY_CHANNEL, taken=taken)
+    return _END_CTES.format(guard=LEASE_GUARD, locked=LOCKED_IN_ORDER, channel=NOTIFY_CHANNEL, taken=taken)
 
 
 def _end_params(outcomes: list[Outcome], *, worker_id: str, synchronous_commit: str | None) -> dict:
@@ -112,24 +115,25 @@ def _end_params(outcomes: list[Outcome], *, worker_id: str, synchronous_commit: 
 def jobs_complete(
     *, outcomes: list[Outcome], worker_id: str, synchronous_commit: str | None = None
 ) -> dict[uuid.UUID, str]:
-    """Record how runs ended, all in one statement; return ``{job_id: new status}``.
+    """Record how runs ended, in one statement per LEASE_BATCH; return ``{job_id: new status}``.
 
     succeeded → succeeded; canceled → canceled; fatal → failed; error → queued again
     after ``retry_delay_sec`` while attempts remain, else failed. Outcomes whose lease
     is no longer held are ignored (absent from the answer). ``synchronous_commit`` sets that
     setting for this statement only.
     """
-    if not outcomes:
-        return {}
-    rows = sql.rows(
-        f"""
-        WITH {_end_ctes()},
-        journal AS (INSERT INTO dl_job_events (job_id, queue, kind, payload) {_END_EVENTS})
-        SELECT job_id, next_status::text FROM ended WHERE {_END_CONDITIONS}
-        """,
-        _end_params(outcomes, worker_id=worker_id, synchronous_commit=synchronous_commit),
-    )
-    return dict(rows)
+    ended = {}
+    for batch in in_batches(outcomes):
+        rows = sql.rows(
+            f"""
+            WITH {_end_ctes()},
+            journal AS (INSERT INTO dl_job_events (job_id, queue, kind, payload) {_END_EVENTS})
+            SELECT job_id, next_status::text FROM ended WHERE {_END_CONDITIONS}
+            """,
+            _end_params(batch, worker_id=worker_id, synchronous_commit=synchronous_commit),
+        )
+        ended.update(rows)
+    return ended
 
 
 # The claim after ending runs: ended first (their keys free up), and not a key whose ended job

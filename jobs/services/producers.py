@@ -9,12 +9,12 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
-from jobs.dependencies import WAITING_AVAILABLE_AT
+from jobs.dependency_rules import WAITING_AVAILABLE_AT
 from jobs.models import uuid7
 from jobs.services.dependencies import dependencies_insert, dependencies_problems, depends_on_problem
-from pipeline_project.core import sql
-from pipeline_project.core.errors import ConflictError, InvalidInputError
-from pipeline_project.core.storable import json_problem, text_problem
+from pipeline_project.api.errors import ConflictError, InvalidInputError
+from pipeline_project.db import sql
+from pipeline_project.db.storable import json_problem, text_problem
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,9 @@ def kinds(job_id) -> list[str]:
 @contextmanager
 def running_worker(queues=None, **overrides):
     """A worker runtime serving ``queues`` in a thread of the test process, stopped on exit."""
-    with worker_in_thread(WorkerConfig.from_settings(queues or {"default": 2}, **{**FAST, **overrides})) as worker:
+    with worker_in_thread(
+        WorkerConfig.from_settings({"queue": queues or {"default": 2}}, **{**FAST, **overrides})
+    ) as worker:
         yield worker
 
 

@@ -6,7 +6,7 @@ import time
 
 from django.db import connection
 
-from jobs.registry import task
+from jobs.handlers import task
 
 
 @task("test.echo")

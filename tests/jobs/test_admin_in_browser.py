@@ -34,7 +34,7 @@ def operator(db):
 @pytest.fixture
 def worker():
     handlers.FIXED.clear()
-    with worker_in_thread(WorkerConfig.from_settings({"default": 2}, **FAST)) as running:
+    with worker_in_thread(WorkerConfig.from_settings({"queue": {"default": 2}}, **FAST)) as running:
         yield running
 
 

@@ -7,7 +7,7 @@ import pytest
 from django.db import connections
 from psycopg import sql
 
-from pipeline_project.databases import connection_params
+from pipeline_project.db.connections import connection_params
 from tests.conftest import ALL_DATABASES
 
 pytestmark = ALL_DATABASES
@@ -32,6 +32,18 @@ EXTRA_INDEXES = {
     "ix_dl_jobs_args",
     "ix_dl_jobs_errored",
     "ix_dl_jobs_signature",  # retention's maxIdentical
+}
+# Seed indexes the project narrows, with the reasons in jobs/models.py: the same name and columns,
+# a WHERE clause of its own (the seed's text, ours).
+NARROWED_INDEXES = {
+    "ix_dl_jobs_status_queue": (
+        "(status, queue)",
+        "(status, queue) WHERE (NOT (status = ANY (ARRAY['queued'::dl_status, 'running'::dl_status])))",
+    ),
+    "ix_dl_jobs_running_lease": (
+        "WHERE (status = 'running'::dl_status)",
+        "WHERE ((lease_expires_at IS NOT NULL) AND (status = 'running'::dl_status))",
+    ),
 }
 
 
@@ -114,6 +126,7 @@ def test_constraints_match_the_seed(seed_schema, migrated_schema):
 
 def test_seed_indexes_are_identical_and_extras_are_the_documented_ones(seed_schema, migrated_schema):
     for name, definition in seed_schema["indexes"].items():
-        assert migrated_schema["indexes"].get(name) == definition, name
+        seeds, ours = NARROWED_INDEXES.get(name, ("", ""))
+        assert seeds in definition and migrated_schema["indexes"].get(name) == definition.replace(seeds, ours), name
     assert set(migrated_schema["indexes"]) - set(seed_schema["indexes"]) == EXTRA_INDEXES
     assert {"ix_dl_jobs_claim", "ix_dl_jobs_running_lease", "ix_dl_jobs_status_queue"} <= set(seed_schema["indexes"])

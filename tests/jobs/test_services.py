@@ -13,7 +13,7 @@ from django.utils import timezone
 from jobs import services
 from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL, Job, JobEvent, PeriodicTask
 from jobs.services import claims
-from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
+from pipeline_project.api.errors import ConflictError, InvalidInputError, NotFoundError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import listening, raw_connection, run_in_threads
 from tests.jobs.conftest import enqueue, job, kinds

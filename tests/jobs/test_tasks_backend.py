@@ -25,7 +25,7 @@ from django.utils import timezone
 from jobs import services
 from jobs.models import Job
 from jobs.tasks_backend import django_task_handler, enqueue_after
-from pipeline_project.core.errors import InvalidInputError
+from pipeline_project.api.errors import InvalidInputError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.conftest import running_worker, wait_for_status
 

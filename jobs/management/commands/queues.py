@@ -4,7 +4,7 @@ from dataclasses import asdict
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs import selectors, services
-from pipeline_project.core.errors import ApplicationError
+from pipeline_project.api.errors import ApplicationError
 
 RATE = re.compile(r"^(\d+)/(\d+)s?$")
 

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand
 from jobs.runtime.build import build_reaper
 from jobs.runtime.config import WorkerConfig
 from jobs.runtime.stopping import stopping_on_signals
-from pipeline_project.databases import interrupt_connection_wait
+from pipeline_project.db.connections import interrupt_connection_wait
 
 
 class Command(BaseCommand):

@@ -8,8 +8,8 @@ import pytest
 from django.db import connections
 
 from jobs import services
-from jobs.api.streams import OPEN_STREAMS
 from jobs.models import JobEvent
+from pipeline_project.web.ndjson import OPEN_STREAMS
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import asgi_get
 from tests.jobs.conftest import enqueue

@@ -8,6 +8,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs import services
+from jobs.api import serializers as s
+from jobs.api.filters import JobFilter
+from jobs.api.views import JobPagination
 from jobs.models import Job, JobEvent
 from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
 from tests.db_helpers import run_in_threads
@@ -295,6 +298,32 @@ def test_list_rejects_bad_filters(api, query):
 
     assert 400 <= response.status_code < 500
     assert set(response.json()) == {"code", "message", "details"}
+
+
+@ALL_DATABASES
+def test_list_refuses_a_parameter_it_does_not_take(api):
+    response = api.get(BASE, {"staus": "failed", "queue": "default"})
+
+    assert response.status_code == 400
+    assert response.json()["details"] == {"staus": ["Unknown field."]}
+
+
+def test_the_list_query_takes_every_filter_and_the_paginators_parameters():
+    assert set(s.JobListQuery().fields) == set(JobFilter.base_filters) | {
+        JobPagination.cursor_query_param,
+        JobPagination.page_size_query_param,
+    }
+
+
+@ALL_DATABASES
+def test_list_takes_every_filter_with_a_cursor(api):
+    enqueue(task="t")
+    enqueue(task="t")
+    first = api.get(BASE, {"task": "t", "status": ["queued", "running"], "page_size": 1}).json()
+
+    second = api.get(first["next"]).json()
+
+    assert [len(first["results"]), len(second["results"])] == [1, 1]
 
 
 # --- delete -------------------------------------------------------------------------------

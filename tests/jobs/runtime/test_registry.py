@@ -4,18 +4,19 @@ kind (a new kind needs no change to the runtime), and the checks a worker passes
 import pytest
 
 import tests.jobs.processes.processors  # noqa: F401  (the test.* namespaces)
-from jobs.processes.source import NamespaceSource
-from jobs.registry import registry as handlers
+from jobs.handlers import registry as handlers
+from jobs.processes.worker.source import NamespaceSource
 from jobs.runtime import registry
 from jobs.runtime.build import build_reaper, build_worker
 from jobs.runtime.config import WorkerConfig, parse_workers_json
-from jobs.runtime.periodic import PeriodicTask
-from jobs.source import QueueSource
+from jobs.runtime.periodic import PeriodicWork
+from jobs.worker.source import QueueSource
 from tests.conftest import ALL_DATABASES
 from tests.jobs.helpers import FAST
 
 HOUSEKEEPING = {
     "jobs.reap",
+    "jobs.dead_workers",
     "jobs.forget_workers",
     "jobs.retention",
     "jobs.statistics",
@@ -33,8 +34,8 @@ def names(tasks) -> set[str]:
     return {task.name for task in tasks}
 
 
-def config(queues=None, **overrides) -> WorkerConfig:
-    return WorkerConfig.from_settings(queues or {}, **{**FAST, **overrides})
+def config(serves=None, **overrides) -> WorkerConfig:
+    return WorkerConfig.from_settings(serves or {}, **{**FAST, **overrides})
 
 
 def test_every_apps_periodic_tasks_are_registered_the_same_way():
@@ -73,7 +74,9 @@ def test_runreaper_runs_every_housekeeping_task():
 
 @pytest.mark.parametrize(("run_reaper", "expected"), [(True, HOUSEKEEPING), (False, None)])
 def test_runworker_builds_its_sources_and_periodic_tasks_from_the_registry(run_reaper, expected):
-    worker = build_worker(config({"default": 2}, namespaces={"test.quick": 1}, run_reaper=run_reaper), handlers)
+    worker = build_worker(
+        config({"queue": {"default": 2}, "namespace": {"test.quick": 1}}, run_reaper=run_reaper), handlers
+    )
 
     assert [type(source) for source in worker.sources] == [QueueSource, NamespaceSource]
     assert (names(worker._periodic.tasks) if worker._periodic else None) == expected
@@ -93,9 +96,13 @@ def new_kind():
             built.append((names, setup.name))
             return cls()
 
+        @staticmethod
+        def name_problem(name):
+            return None
+
     @registry.periodic_tasks
     def echoes_tasks(config):
-        return [PeriodicTask("test.kind.tidy", 1.0, dict, local_to=("test.kind", "echo"))]
+        return [PeriodicWork("test.kind.tidy", 1.0, dict, local_to=("test.kind", "echo"))]
 
     yield built
     del registry._sources["test.kind"]
@@ -104,7 +111,7 @@ def new_kind():
 
 def test_a_new_kind_of_source_is_served_by_registering_it(new_kind):
     workers = parse_workers_json('[{"test.kind": "echo", "concurrency": 3}, {"queue": "default"}]')
-    worker = build_worker(config({}, serves=workers.serves, run_reaper=False), handlers)
+    worker = build_worker(config(workers.serves, run_reaper=False), handlers)
 
     assert workers.serves == {"test.kind": {"echo": 3}, "queue": {"default": 1}}
     queue, echoes = worker.sources
@@ -117,7 +124,7 @@ def test_a_kind_nobody_registered_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match=r'each entry is \{"namespace" or "queue": NAME'):
         parse_workers_json('[{"topic": "t", "concurrency": 1}]')
     with pytest.raises(LookupError, match="no work source of kind 'topic' is registered"):
-        build_worker(config({}, serves={"topic": {"t": 1}}), handlers)
+        build_worker(config({"topic": {"t": 1}}), handlers)
 
 
 @pytest.fixture
@@ -134,5 +141,5 @@ def refusing_check():
 @ALL_DATABASES
 def test_a_start_check_refuses_a_worker_before_anything_starts(refusing_check):
     with pytest.raises(registry.StartRefused, match="not on this host"):
-        build_worker(config({"refused": 1}), handlers)
-    assert build_worker(config({"default": 1}), handlers).sources
+        build_worker(config({"queue": {"refused": 1}}), handlers)
+    assert build_worker(config({"queue": {"default": 1}}), handlers).sources

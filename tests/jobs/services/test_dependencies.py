@@ -7,10 +7,10 @@ import pytest
 from django.utils import timezone
 
 from jobs import services
-from jobs.dependencies import WAITING_AVAILABLE_AT
+from jobs.dependency_rules import WAITING_AVAILABLE_AT
 from jobs.models import Job, JobEvent
 from jobs.services.leases import Lease
-from pipeline_project.core.errors import InvalidInputError
+from pipeline_project.api.errors import InvalidInputError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import run_in_threads
 from tests.jobs.conftest import enqueue, job

@@ -3,11 +3,18 @@ row versions are vacuumed away."""
 
 import json
 import time
+import uuid
 
+import psycopg
 import pytest
 from django.db import connection
 
 from jobs import services
+from jobs.models import Worker
+from jobs.runtime.database import session_lock_take
+from jobs.runtime.names import worker_session_key
+from jobs.worker.housekeeping import DeadWorkers
+from pipeline_project.db.connections import connection_params
 from tests.conftest import ALL_DATABASES_COMMITTED
 
 pytestmark = ALL_DATABASES_COMMITTED
@@ -40,6 +47,18 @@ def test_a_burst_on_a_queue_analyzed_empty_is_analyzed_once():
     assert services.jobs_statistics_refresh() is True
     assert believed_queued() > 2_500
     assert services.jobs_statistics_refresh() is False  # the picture is right now
+
+
+def test_a_table_never_analyzed_is_analyzed_once_it_holds_jobs_whatever_their_status():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'dl_jobs'::regclass")
+        assert cursor.fetchone()[0] < 0  # a new table: never analyzed (the planner goes by its size)
+    queue_jobs(500, status="succeeded")
+    assert services.jobs_statistics_refresh() is False  # a few rows: no reason yet
+    queue_jobs(1_000, status="succeeded")  # a queue that keeps up: few queued, many done
+
+    assert services.jobs_statistics_refresh() is True
+    assert services.jobs_statistics_refresh() is False
 
 
 def test_a_few_queued_jobs_are_no_reason_to_analyze():
@@ -111,10 +130,40 @@ def test_dead_row_versions_past_the_threshold_are_vacuumed_and_the_claims_head_i
     assert services.jobs_vacuum(min_dead_rows=5_000) == 0  # nothing left to vacuum
 
 
-def test_fewer_dead_row_versions_than_the_threshold_are_left_to_autovacuum():
+def test_fewer_dead_row_versions_than_the_threshold_are_left_to_autovacuum(no_autovacuum):
     queue_jobs(2_000)
     claim_all_but(10)
     dead_rows_reach(2_000 - 10)
 
     assert services.jobs_vacuum(min_dead_rows=5_000) == 0
     assert dead_rows() >= 2_000 - 10
+
+
+def register_worker(pid: int) -> uuid.UUID:
+    worker_id = uuid.uuid4()
+    services.worker_register(worker_id=worker_id, hostname="host", pid=pid, queues={"default": 1})
+    return worker_id
+
+
+def test_a_worker_is_seen_without_its_session_unless_the_server_has_just_started():
+    alive, gone = register_worker(1), register_worker(2)
+    with psycopg.connect(**connection_params(), autocommit=True) as session:
+        session_lock_take(session, worker_session_key(alive))
+        closed = {worker_id for worker_id, _beat, _now in services.workers_without_session(server_up_for_sec=0)}
+        just_started = services.workers_without_session(server_up_for_sec=10**9)
+
+    assert closed == {gone}
+    assert just_started == []
+
+
+def test_a_worker_is_gone_once_its_session_stayed_closed_and_it_did_not_beat_since():
+    beating, silent = register_worker(1), register_worker(2)
+    dead_workers = DeadWorkers(confirm_sec=0.3)
+
+    assert dead_workers()["gone"] == 0  # first seen closed: not yet
+    time.sleep(0.4)
+    services.worker_heartbeat(worker_id=beating, running_jobs=0)  # alive, reconnecting its session
+
+    assert dead_workers()["gone"] == 1
+    assert set(Worker.objects.values_list("worker_id", flat=True)) == {beating}
+    assert silent not in dead_workers.closed_since

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from jobs import services
 from jobs.models import CANCEL_CHANNEL, QUEUES_CHANNEL, Job, JobEvent, Queue
-from pipeline_project.core.errors import InvalidInputError
+from pipeline_project.api.errors import InvalidInputError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import listening, run_in_threads
 from tests.jobs.conftest import enqueue, job, kinds

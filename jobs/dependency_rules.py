@@ -148,5 +148,5 @@ END
 $$;
 """
 # What migrations install (a migration keeps its own copy of the text it ran); a change here needs
-# a new migration, or tests/jobs/test_dependencies.py finds the database running other code.
+# a new migration, or tests/jobs/test_dependency_rules.py finds the database running other code.
 FUNCTIONS = SETTLE_FUNCTION + REACT_FUNCTION

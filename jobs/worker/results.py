@@ -6,14 +6,14 @@ import uuid
 
 from jobs import services
 from jobs.runtime.database import DATABASE_ERRORS, configure_session, error_extra
-from pipeline_project.core.storable import failure_text
-from pipeline_project.databases import is_transient_error
+from pipeline_project.db.connections import is_transient_error
+from pipeline_project.db.storable import failure_text
 
-log = logging.getLogger("jobs.source")
+log = logging.getLogger("jobs.worker.source")
 
 
 class ResultWriter:
-    """The recorder's ``write`` for the runs (``jobs.source.Running``) of one worker."""
+    """The recorder's ``write`` for the runs (``jobs.worker.source.Running``) of one worker."""
 
     def __init__(self, *, worker_name: str, synchronous_commit: str):
         self.worker_name = worker_name

@@ -1,10 +1,10 @@
-"""Handlers run to their outcome (``jobs.registry.run_handler``) in a worker, whatever they do:
+"""Handlers run to their outcome (``jobs.handlers.run_handler``) in a worker, whatever they do:
 unknown tasks, hostile exceptions, results PostgreSQL cannot store; failures stored masked."""
 
 import pytest
 
+from jobs.handlers import registry
 from jobs.models import JobEvent
-from jobs.registry import registry
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.conftest import enqueue, running_worker, wait_for_status
 

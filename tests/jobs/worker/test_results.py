@@ -1,9 +1,9 @@
-"""The queue's recorder's writes (``jobs.results``): a result the database refuses fails its job alone."""
+"""The queue's recorder's writes (``jobs.worker.results``): a result the database refuses fails its job alone."""
 
 from jobs import services
-from jobs.registry import JobContext, registry
+from jobs.handlers import JobContext, registry
 from jobs.runtime.config import WorkerConfig
-from jobs.source import QueueSource, Running
+from jobs.worker.source import QueueSource, Running
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.conftest import enqueue, job
 
@@ -13,7 +13,7 @@ pytestmark = ALL_DATABASES_COMMITTED
 def test_a_result_the_database_refuses_fails_that_job_alone():
     jobs = [enqueue(task="t", max_attempts=3) for _ in range(3)]
     claimed = services.jobs_claim(queue="default", limit=3, worker_id="w")
-    source = QueueSource(WorkerConfig.from_settings({"default": 3}), registry)
+    source = QueueSource(WorkerConfig.from_settings({"queue": {"default": 3}}), registry)
     refused_job = claimed[1].lease.job_id
     # Past the handler's own check (as a bug of ours might be): the statement for the batch fails.
     results = [

@@ -6,11 +6,11 @@ names a job to cancel); renews each lease every min(``DL_HEARTBEAT_SEC``, TTL / 
 together in one statement; and wakes for the next job's ``available_at`` (no NOTIFY fires then).
 
 Each queue is a lane of handler threads. The recorder writes finished runs on its own connection,
-as many per statement as have finished since its last write (``jobs.results``), so recording
+as many per statement as have finished since its last write (``jobs.worker.results``), so recording
 overlaps claiming. Until a run is recorded its job is still ``running`` in the database: its lease
 is renewed with the others, and claims leave jobs with its lock_key alone. When a finished run's
 lock_key has a job waiting, its handler thread writes the result and claims the next job in one
-statement, and runs it in the same slot. Limited queues are claimed apart: ``jobs.limited_queues``.
+statement, and runs it in the same slot. Limited queues are claimed apart: ``jobs.worker.limits``.
 
 The worker's own statements commit asynchronously (``DL_WORKER_SYNCHRONOUS_COMMIT``): a database
 crash can lose the last few hundred milliseconds of claims and results, which only means those
@@ -28,21 +28,24 @@ from dataclasses import dataclass
 from django.db import IntegrityError
 from django.utils import timezone
 
-from jobs import metrics, selectors, services
-from jobs.limited_queues import LimitedQueues
+from jobs import selectors, services
+from jobs.handlers import JobContext, Registry
 from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL, QUEUES_CHANNEL
-from jobs.registry import JobContext, Registry, failure_outcome, run_handler
-from jobs.results import ResultWriter
-from jobs.runtime.build import worker_name
 from jobs.runtime.config import WorkerConfig
 from jobs.runtime.database import DATABASE_ERRORS, error_extra, use_generic_plans
 from jobs.runtime.lanes import Lane
 from jobs.runtime.loop import Runtime
+from jobs.runtime.names import worker_name
 from jobs.runtime.recorder import Recorder
 from jobs.runtime.registry import WorkerSetup, work_source
-from pipeline_project.databases import is_transient_error
+from jobs.worker import metrics
+from jobs.worker.clocks import QueueClocks
+from jobs.worker.execution import failure_outcome, run_handler
+from jobs.worker.limits import LimitedQueues
+from jobs.worker.results import ResultWriter
+from pipeline_project.db.connections import is_transient_error
 
-log = logging.getLogger("jobs.source")
+log = logging.getLogger("jobs.worker.source")
 
 # A lease due for renewal within this share of its interval is renewed with those due now.
 RENEW_EARLY = 0.25
@@ -68,14 +71,23 @@ class QueueSource:
     def build(cls, queues: dict[str, int], setup: WorkerSetup) -> "QueueSource":
         return cls(setup.config, setup.handlers, worker_id=setup.worker_id)  # queues: the configuration's
 
+    @staticmethod
+    def name_problem(name: str) -> str | None:
+        return services.text_field_problem("queue", name)
+
     def __init__(self, config: WorkerConfig, registry: Registry, *, worker_id: uuid.UUID | None = None):
-        self.config = config
+        self.queues = config.served("queue")
+        self.clocks = config.settings_of(QueueClocks)
+        self.synchronous_commit = config.synchronous_commit
         self.registry = registry
         self.worker_id = worker_id or uuid.uuid4()
         self.worker_name = worker_name(self.worker_id)
-        writer = ResultWriter(worker_name=self.worker_name, synchronous_commit=config.synchronous_commit)
+        writer = ResultWriter(worker_name=self.worker_name, synchronous_commit=self.synchronous_commit)
         self.recorder: Recorder[Running] = Recorder(
-            name="job-recorder", write=writer.write, on_recorded=self._on_recorded, linger_sec=config.record_linger_sec
+            name="job-recorder",
+            write=writer.write,
+            on_recorded=self._on_recorded,
+            linger_sec=self.clocks.record_linger_sec,
         )
         self.lanes = {
             queue: Lane(
@@ -86,19 +98,19 @@ class QueueSource:
                 report=self._hand_off,
                 thread_prefix=f"job-{queue}",
             )
-            for queue, concurrency in config.queues.items()
+            for queue, concurrency in self.queues.items()
         }
         self.runtime: Runtime | None = None
 
         # Control thread only.
         self._running: dict[uuid.UUID, Running] = {}  # claimed and not yet recorded
         # Per-queue metric children, looked up once: labels() is not free at thousands of jobs a second.
-        self._claimed_counter = {queue: metrics.CLAIMED.labels(queue=queue) for queue in config.queues}
-        self._running_gauge = {queue: metrics.RUNNING.labels(queue=queue) for queue in config.queues}
-        self._may_have_work = dict.fromkeys(config.queues, True)
-        self._limited = LimitedQueues(config.queues)  # claimed within their limits (``jobs.limited_queues``)
+        self._claimed_counter = {queue: metrics.CLAIMED.labels(queue=queue) for queue in self.queues}
+        self._running_gauge = {queue: metrics.RUNNING.labels(queue=queue) for queue in self.queues}
+        self._may_have_work = dict.fromkeys(self.queues, True)
+        self._limited = LimitedQueues(self.queues)  # claimed within their limits (``jobs.worker.limits``)
         self._registered = False
-        self._next_heartbeat = time.monotonic() + config.heartbeat_sec
+        self._next_heartbeat = time.monotonic() + self.clocks.heartbeat_sec
         self._next_available: float | None = None
         self._reschedule = False  # a job went back to its queue with a delay: re-read the timer
 
@@ -114,7 +126,7 @@ class QueueSource:
         for lane in self.lanes.values():
             lane.start()
         self.recorder.start()
-        log.info("worker starting", extra={"worker": self.worker_name, "queues": self.config.queues})
+        log.info("worker starting", extra={"worker": self.worker_name, "queues": self.queues})
 
     def stop(self) -> None:
         self.recorder.stop()
@@ -123,7 +135,7 @@ class QueueSource:
         log.info("worker stopped", extra={"worker": self.worker_name})
 
     def recheck(self) -> None:
-        self._may_have_work = dict.fromkeys(self.config.queues, True)
+        self._may_have_work = dict.fromkeys(self.queues, True)
         self._limited.refresh_soon()
 
     def notified(self, channel: str, payload: str) -> None:
@@ -145,7 +157,7 @@ class QueueSource:
         if not stopping:
             deadlines.extend(
                 due
-                for queue in self.config.queues
+                for queue in self.queues
                 if self._may_have_work[queue] and (due := self._claim_due_at(queue)) is not None
             )
             if self._next_available is not None:
@@ -189,7 +201,7 @@ class QueueSource:
     def _register(self) -> None:
         if not self._registered:
             services.worker_register(
-                worker_id=self.worker_id, hostname=socket.gethostname(), pid=os.getpid(), queues=self.config.queues
+                worker_id=self.worker_id, hostname=socket.gethostname(), pid=os.getpid(), queues=self.queues
             )
             self._registered = True
 
@@ -211,7 +223,7 @@ class QueueSource:
             return None
         if lane.executing == 0 or lane.free * 2 >= lane.concurrency or lane.freed_at is None:
             return 0.0
-        return lane.freed_at + self.config.claim_coalesce_sec
+        return lane.freed_at + self.clocks.claim_coalesce_sec
 
     def _claim(self) -> None:
         drained = False
@@ -220,7 +232,7 @@ class QueueSource:
             due = self._claim_due_at(queue)
             if not self._may_have_work[queue] or due is None or due > now:
                 continue
-            free = min(lane.free, self.config.claim_batch)
+            free = min(lane.free, self.clocks.claim_batch)
             lane.freed_at = None
             try:
                 jobs = self._limited.claim(queue=queue, limit=free, worker_id=self.worker_name)
@@ -258,21 +270,21 @@ class QueueSource:
 
     def _schedule_next_available(self) -> None:
         """Set the timer to the earliest future available_at in our queues (none fires a NOTIFY)."""
-        soonest = selectors.next_available_at(queues=list(self.config.queues))
+        soonest = selectors.next_available_at(queues=list(self.queues))
         self._next_available = (
             None if soonest is None else time.monotonic() + max(0.0, (soonest - timezone.now()).total_seconds())
         )
 
     def _running_for(self, job: services.ClaimedJob) -> Running:
-        context = JobContext(job, self.worker_name, progress_interval_sec=self.config.progress_interval_sec)
-        renew_every = min(self.config.heartbeat_sec, job.lease_ttl_sec / 3)
+        context = JobContext(job, self.worker_name, progress_interval_sec=self.clocks.progress_interval_sec)
+        renew_every = min(self.clocks.heartbeat_sec, job.lease_ttl_sec / 3)
         return Running(context, time.perf_counter(), renew_every, renew_at=time.monotonic() + renew_every)
 
     # --- running (handler threads) ------------------------------------------------------
 
     def _execute(self, running: Running) -> services.Outcome | None:
-        """Run one job (``jobs.registry.run_handler``); None when the lease was lost."""
-        return run_handler(self.registry, running.context, retry_backoff_sec=self.config.retry_backoff_sec)
+        """Run one job (``jobs.handlers.run_handler``); None when the lease was lost."""
+        return run_handler(self.registry, running.context, retry_backoff_sec=self.clocks.retry_backoff_sec)
 
     @staticmethod
     def _crashed(running: Running, exc: BaseException) -> services.Outcome:
@@ -300,7 +312,7 @@ class QueueSource:
                 outcome=outcome,
                 queue=job.queue,
                 worker_id=self.worker_name,
-                synchronous_commit=self.config.synchronous_commit,
+                synchronous_commit=self.synchronous_commit,
             )
         except DATABASE_ERRORS as exc:  # the recorder writes it instead, with its retries and fallbacks
             log.warning("could not hand the slot on; the recorder writes the result", extra=error_extra(exc))
@@ -386,11 +398,17 @@ class QueueSource:
             for running in due:
                 running.renew_at = now + running.renew_every
                 if running.context.job_id not in held:
+                    if not running.finished:  # else its result was written meanwhile
+                        # Reaped while this worker could not renew it (frozen, cut off): it may run elsewhere.
+                        log.warning(
+                            "lease lost while running; this run's outcome will not be written",
+                            extra={"job_id": str(running.context.job_id)},
+                        )
                     running.context.mark_lease_lost()
                 elif held[running.context.job_id]:
                     running.context.mark_cancel_requested()
         if now >= self._next_heartbeat:
-            self._next_heartbeat = now + self.config.heartbeat_sec
+            self._next_heartbeat = now + self.clocks.heartbeat_sec
             services.worker_heartbeat(worker_id=self.worker_id, running_jobs=len(self._running))
 
 

@@ -9,8 +9,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobs import periodic, selectors, services
+from jobs import selectors, services
 from jobs.models import Job, JobEvent, Worker
+from jobs.worker import housekeeping as periodic
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import wait_for
 from tests.jobs.conftest import enqueue, job, kinds, running_worker, wait_for_status

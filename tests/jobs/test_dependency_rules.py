@@ -1,8 +1,8 @@
-"""jobs.dependencies: the database runs the functions whose text the code holds."""
+"""jobs.dependency_rules: the database runs the functions whose text the code holds."""
 
 from django.db import connection
 
-from jobs.dependencies import FUNCTIONS
+from jobs.dependency_rules import FUNCTIONS
 from tests.conftest import ALL_DATABASES
 
 pytestmark = ALL_DATABASES

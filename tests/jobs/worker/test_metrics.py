@@ -7,7 +7,7 @@ from prometheus_client import REGISTRY
 
 from jobs import services
 from jobs.models import Job
-from jobs.periodic import reap_expired_leases
+from jobs.worker.housekeeping import reap_expired_leases
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.conftest import enqueue, running_worker, wait_for_status
 

@@ -2,7 +2,7 @@
 the colour) and chart bars (the colour alone) of the admin and the /pipeline pages.
 
 Each status has a background and a text colour per theme, chosen so the text reaches WCAG
-AA's 4.5:1 on its background (tests/jobs/test_admin_status_palette.py checks every pair). Pages
+AA's 4.5:1 on its background (tests/jobs/console/test_status_palette.py checks every pair). Pages
 use them through classes (``s-<status>``, with ``status-badge`` for a badge) or the CSS
 variables ``--status-<status>-bg`` and ``--status-<status>-fg``.
 """

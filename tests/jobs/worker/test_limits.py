@@ -4,8 +4,8 @@ and the ends it announces."""
 import time
 
 from jobs import services
-from jobs.limited_queues import LimitedQueues
 from jobs.models import NOTIFY_CHANNEL
+from jobs.worker.limits import LimitedQueues
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import listening
 from tests.jobs.conftest import enqueue

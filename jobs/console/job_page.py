@@ -17,10 +17,9 @@ from typing import NamedTuple
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from jobs.models import Job, JobEvent, JobStatus
-from jobs.selectors import job_dependencies
+from jobs.models import Job, JobStatus
+from jobs.selectors import job_dependencies, job_journal, latest_job_events
 from jobs.services.operators import RETRYABLE
-from pipeline_project.core import sql
 
 FOLD_LINES = 12  # a JSON value longer than this starts folded
 JOURNAL_EVENTS = 2000  # the newest events besides heartbeats (a few hundred attempts)
@@ -197,30 +196,10 @@ class _Reader:
 def _journal(job_id) -> tuple[list[Event], bool]:
     """The job's newest events besides heartbeats, oldest first, each stretch of heartbeats
     after one of them folded into one event; and whether older events were left out."""
-    rows = list(
-        reversed(
-            JobEvent.objects.filter(job_id=job_id)
-            .exclude(kind="heartbeat")
-            .order_by("-event_id")
-            .values_list("event_id", "ts", "kind", "payload")[:JOURNAL_EVENTS]
-        )
-    )
-    events = [Event(*row[:3], row[3] if isinstance(row[3], dict) else {}) for row in rows]
-    if not events:
-        return [], False
-    # Heartbeats after the i-th event (width_bucket's i), as count, first and last time.
-    rows_of_beats = sql.rows(
-        """
-        SELECT width_bucket(event_id, %(event_ids)s::bigint[]), count(*), min(ts), max(ts), max(event_id)
-        FROM dl_job_events
-        WHERE job_id = %(job_id)s AND kind = 'heartbeat' AND event_id > %(first_event_id)s GROUP BY 1
-        """,
-        {"event_ids": [event.event_id for event in events], "job_id": job_id, "first_event_id": events[0].event_id},
-    )
-    beats = {bucket: (count, first, last, last_id) for bucket, count, first, last, last_id in rows_of_beats}
+    rows, beats = job_journal(job_id=job_id, limit=JOURNAL_EVENTS)
     merged = []
-    for index, event in enumerate(events, start=1):
-        merged.append(event)
+    for index, (event_id, ts, kind, payload) in enumerate(rows, start=1):
+        merged.append(Event(event_id, ts, kind, payload if isinstance(payload, dict) else {}))
         if index in beats:
             count, first, last, last_id = beats[index]
             merged.append(Event(last_id, first, "heartbeat", {}, count=count, last_ts=last))
@@ -231,22 +210,11 @@ def latest_runs(jobs: list[Job]) -> dict:
     """Each job's latest run, from its newest events (heartbeats apart): the job list's times."""
     if not jobs:
         return {}
-    rows = sql.rows(
-        """
-        SELECT e.job_id, e.event_id, e.ts, e.kind, e.payload FROM unnest(%(job_ids)s::uuid[]) AS j(job_id), LATERAL (
-            SELECT job_id, event_id, ts, kind,
-                   jsonb_strip_nulls(jsonb_build_object('attempt', payload -> 'attempt', 'run', payload -> 'run',
-                       'reason', payload -> 'reason', 'available_at', payload -> 'available_at')) AS payload
-            FROM dl_job_events WHERE job_id = j.job_id AND kind <> 'heartbeat' ORDER BY event_id DESC
-            LIMIT %(per_job)s
-        ) AS e
-        ORDER BY e.job_id, e.event_id
-        """,
-        {"job_ids": [job.job_id for job in jobs], "per_job": LIST_EVENTS},
-    )
     by_job: dict = {}
-    for job_id, event_id, ts, kind, payload in rows:
-        by_job.setdefault(job_id, []).append(Event(event_id, ts, kind, sql.json_value(payload)))
+    for job_id, event_id, ts, kind, payload in latest_job_events(
+        job_ids=[job.job_id for job in jobs], per_job=LIST_EVENTS
+    ):
+        by_job.setdefault(job_id, []).append(Event(event_id, ts, kind, payload))
     now = timezone.now()
     return {
         job.job_id: runs[-1]

@@ -5,11 +5,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs import job_page as page_module
 from jobs import services
-from jobs.job_page import FOLD_LINES, Event, job_page, latest_runs, runs_of, shown
+from jobs.console import job_page as page_module
+from jobs.console.job_page import FOLD_LINES, Event, job_page, latest_runs, runs_of, shown
+from jobs.console.templatetags.job_times import duration
 from jobs.models import Job, JobEvent
-from jobs.templatetags.job_times import duration
 from tests.conftest import ALL_DATABASES
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

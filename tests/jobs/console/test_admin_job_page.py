@@ -63,7 +63,7 @@ def test_the_job_page_is_one_snapshot_even_when_the_job_is_deleted_while_it_is_r
     job = make_job()
     JobEvent.objects.create(job=job, queue=job.queue, kind="picked", payload={"attempt": 1, "worker": "w-7"})
     Job.objects.filter(job_id=job.job_id).update(status="running", attempt=1)
-    from jobs import job_page as page_module
+    from jobs.console import job_page as page_module
 
     read_journal = page_module._journal
 
@@ -83,7 +83,7 @@ def test_the_job_page_is_one_snapshot_even_when_the_job_is_deleted_while_it_is_r
 
 def test_the_dashboard_is_one_snapshot(admin_client, monkeypatch):
     make_job(queue="early")
-    from jobs import dashboard
+    from jobs.console import dashboard
 
     read_queues = dashboard.selectors.queues
 

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from jobs import handlers_loader
-from jobs.handlers_loader import load_handler_modules
-from jobs.processes.registry import load_processor_modules
+from jobs.handlers import load_handler_modules
+from jobs.processes.namespaces import load_processor_modules
+from jobs.runtime import registry as runtime_registry
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_apps_modules_then_the_setting_s_then_the_extra_ones_load(
     listed, extra = modules_in(f"listed_{app_module}", f"extra_{app_module}")
     setattr(settings, setting, [listed])
     discovered = []
-    monkeypatch.setattr(handlers_loader, "autodiscover_modules", discovered.append)
+    monkeypatch.setattr(runtime_registry, "autodiscover_modules", discovered.append)
 
     load([extra])
 

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from jobs.templatetags.status_palette import ALIASES, PALETTE
+from jobs.console.templatetags.status_palette import ALIASES, PALETTE
 from tests.conftest import ALL_DATABASES
 
 AA = 4.5

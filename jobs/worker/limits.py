@@ -1,4 +1,4 @@
-"""What a worker (``jobs.source.QueueSource``) knows of its queues' limits (``Queue.max_running``,
+"""What a worker (``jobs.worker.source.QueueSource``) knows of its queues' limits (``Queue.max_running``,
 ``rate_limit``), and how it claims from them.
 
 A limited queue is claimed by ``jobs_claim_limited`` (the database enforces the limits, whatever

@@ -9,9 +9,10 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
-from jobs import dashboard, services
-from pipeline_project.core.errors import ApplicationError
-from pipeline_project.core.snapshot import rendered_in_snapshot
+from jobs import services
+from jobs.console import dashboard
+from pipeline_project.api.errors import ApplicationError
+from pipeline_project.db.snapshot import rendered_in_snapshot
 
 
 class DashboardAdminMixin:
