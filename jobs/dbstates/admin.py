@@ -11,9 +11,9 @@ from django.utils.html import format_html
 
 from jobs.dbstates import deletion, selectors, services
 from jobs.dbstates.models import Instance, Name, PrepareEvent, PrepareJob, PrepareTask, State
-from pipeline_project.core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
-from pipeline_project.core.errors import ApplicationError
-from pipeline_project.core.snapshot import read_in_snapshot, snapshot
+from pipeline_project.api.errors import ApplicationError
+from pipeline_project.db.snapshot import read_in_snapshot, snapshot
+from pipeline_project.web.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 
 TREE_LIMIT = 500  # states drawn on the tree page
 

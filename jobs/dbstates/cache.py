@@ -20,8 +20,8 @@ from jobs.dbstates import images, planning, selectors, services, statefs, steps
 from jobs.dbstates.config import config_value, duration_seconds
 from jobs.dbstates.models import CacheEviction, State
 from jobs.dbstates.steps import PrepareRequest
-from pipeline_project.core.errors import InvalidInputError, NotFoundError
-from pipeline_project.core.snapshot import snapshot
+from pipeline_project.api.errors import InvalidInputError, NotFoundError
+from pipeline_project.db.snapshot import snapshot
 
 
 @dataclass

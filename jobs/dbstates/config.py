@@ -11,8 +11,8 @@ import jsonschema
 from django.db import transaction
 
 from jobs.dbstates.models import EngineConfig
-from pipeline_project.core.errors import InvalidInputError, NotFoundError
-from pipeline_project.core.storable import json_problem
+from pipeline_project.api.errors import InvalidInputError, NotFoundError
+from pipeline_project.db.storable import json_problem
 
 DEFAULTS = {
     "orchestrator": {"jobs": {"maxIdentical": 2}},

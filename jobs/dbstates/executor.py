@@ -22,9 +22,9 @@ from jobs.dbstates import cache, images, plans, postgres, selectors, services, s
 from jobs.dbstates.models import Instance, JobStatus, PrepareJob
 from jobs.dbstates.plans import Plan, PlanStep
 from jobs.dbstates.services import error_of
-from jobs.registry import JobContext
-from pipeline_project.core.errors import ApplicationError
-from pipeline_project.core.storable import exception_text, failure_text
+from jobs.handlers import JobContext
+from pipeline_project.api.errors import ApplicationError
+from pipeline_project.db.storable import exception_text, failure_text
 
 log = logging.getLogger("pipeline.dbstates")
 JOB_ID = re.compile(r"^[0-9a-f]{32}$")

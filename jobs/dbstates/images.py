@@ -19,7 +19,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from pipeline_project.core.errors import InvalidInputError
+from pipeline_project.api.errors import InvalidInputError
 
 REQUIRED_PROGRAMS = ("initdb", "postgres", "psql", "pgbench")
 IMAGE_PATTERN = re.compile(r"^postgres(?::(?P<tag>latest|\d+(?:\.\d+)?))?(?:@sha256:(?P<digest>[0-9a-f]{64}))?$")

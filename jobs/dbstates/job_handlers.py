@@ -1,9 +1,9 @@
 """The engine's work on the job queue: prepare jobs run as ``sqlrs.prepare`` on ``SQLRS_QUEUE``
-(its periodic tasks: ``jobs.dbstates.periodic``)."""
+(its periodic tasks: ``jobs.dbstates.worker``)."""
 
 from jobs.dbstates import services
 from jobs.dbstates.executor import prepare_job_run
-from jobs.registry import task
+from jobs.handlers import task
 
 
 @task(services.PREPARE_TASK, retry_backoff_sec=1)

@@ -9,8 +9,8 @@ import pgtrigger
 from django.db import models
 from django.db.models.functions import Now
 
-from pipeline_project.core.constraints import one_of
-from pipeline_project.core.triggers import statement_trigger
+from pipeline_project.db.constraints import one_of
+from pipeline_project.db.triggers import statement_trigger
 
 EVENTS_CHANNEL = "sqlrs_events"  # payload: ids of prepare jobs with new events, comma-separated
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from pipeline_project.core.errors import InvalidInputError
+from pipeline_project.api.errors import InvalidInputError
 
 ENGINE_VERSION = "pipeline-sqlrs/1"
 DEFAULTS = ["-X", "-v", "ON_ERROR_STOP=1"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 
 from jobs.dbstates import images, planning, postgres, selectors, services
-from pipeline_project.core.errors import ConflictError
+from pipeline_project.api.errors import ConflictError
 
 KINDS = ("psql", "pgbench")
 # Flags that pick the server or the user: the engine connects the client itself.

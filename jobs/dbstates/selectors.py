@@ -16,8 +16,8 @@ from jobs.dbstates.models import (
     PrepareTask,
     State,
 )
-from pipeline_project.core.errors import InvalidInputError, NotFoundError
-from pipeline_project.core.snapshot import snapshot
+from pipeline_project.api.errors import InvalidInputError, NotFoundError
+from pipeline_project.db.snapshot import snapshot
 
 ID_PREFIX = re.compile(r"^[0-9a-fA-F]{8,64}$")
 INSTANCE_ID = re.compile(r"^[0-9a-f]{32}$")

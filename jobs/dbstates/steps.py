@@ -14,7 +14,7 @@ from pathlib import Path
 
 from jobs.dbstates import images, liquibase, planning, postgres, statefs
 from jobs.runtime.subprocesses import run_subprocess
-from pipeline_project.core.storable import failure_text
+from pipeline_project.db.storable import failure_text
 
 PLAN_TIMEOUT_SEC = 600
 

@@ -12,10 +12,10 @@ from django.urls import URLPattern, path
 
 from jobs.processes import selectors, services
 from jobs.processes.models import PROCESS_STATUSES, Event, Process, Task
-from pipeline_project.core.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
-from pipeline_project.core.counts import sum_matching
-from pipeline_project.core.errors import ApplicationError
-from pipeline_project.core.snapshot import read_in_snapshot
+from pipeline_project.api.errors import ApplicationError
+from pipeline_project.db.counts import sum_matching
+from pipeline_project.db.snapshot import read_in_snapshot
+from pipeline_project.web.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
 
 
 class LatestInlineFormSet(BaseInlineFormSet):

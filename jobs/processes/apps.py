@@ -8,6 +8,6 @@ class ProcessesConfig(AppConfig):
 
     def ready(self):
         # The web tier needs the namespaces too (their options, and which exist), not only runworker.
-        from jobs.processes.registry import load_processor_modules
+        from jobs.processes.namespaces import load_processor_modules
 
         load_processor_modules()

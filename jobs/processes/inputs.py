@@ -3,8 +3,8 @@
 from typing import Any
 
 from jobs.processes.models import MAX_IDEMPOTENCY_KEY_BYTES, MAX_IDEMPOTENCY_KEY_CHARS, MAX_PROCESS_ID_CHARS
-from pipeline_project.core.errors import InvalidInputError
-from pipeline_project.core.storable import json_problem, text_problem
+from pipeline_project.api.errors import InvalidInputError
+from pipeline_project.db.storable import json_problem, text_problem
 
 
 def check_process_id(process_id: Any) -> None:

@@ -14,7 +14,7 @@ from django.db.models import ExpressionWrapper, Q
 from django.db.models.functions import Length, Now
 from django.db.models.lookups import Range
 
-from pipeline_project.core.counts import Counts
+from pipeline_project.db.counts import Counts
 
 PROCESS_STATUSES = ("init", "running", "error")
 TASK_TYPES = ("init", "call", "repair", "timeout", "remove", "notify")

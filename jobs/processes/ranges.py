@@ -11,7 +11,7 @@ namespace's ``history_range`` (else the whole history). Readers (GET) pass their
 from typing import Any
 
 from jobs.processes.models import MAX_EVENT_ID
-from pipeline_project.core.errors import InvalidInputError
+from pipeline_project.api.errors import InvalidInputError
 
 DIRECTIONS = ("forward", "backward")
 # An offset is an event id, and no process has more events than there are ids.

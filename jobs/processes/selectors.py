@@ -16,14 +16,14 @@ from django.utils import timezone
 
 from jobs.processes.inputs import check_process_id
 from jobs.processes.models import PROCESS_COUNTS, PROCESS_STATUSES, Process, Running, Schedule, Task
+from jobs.processes.namespaces import ProcessView, require
+from jobs.processes.namespaces import names as names_registered
 from jobs.processes.ranges import history_range_clean
-from jobs.processes.registry import ProcessView, require
-from jobs.processes.registry import names as names_registered
 from jobs.processes.types import PreparedTask
 from jobs.processes.waiting import wait_for_task
-from pipeline_project.core import sql
-from pipeline_project.core.errors import NotFoundError
-from pipeline_project.core.snapshot import snapshot
+from pipeline_project.api.errors import NotFoundError
+from pipeline_project.db import sql
+from pipeline_project.db.snapshot import snapshot
 
 _EVENT_JSON = """json_build_object('event_id', e.event_id, 'task_id', e.task_id, 'timestamp', e.timestamp,
                                    'metadata', e.metadata, 'payload', e.payload)"""

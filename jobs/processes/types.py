@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline_project.core.errors import ApplicationError
+from pipeline_project.api.errors import ApplicationError
 
 
 class StepTimeoutError(ApplicationError):

@@ -7,15 +7,15 @@ from contextlib import aclosing, asynccontextmanager, contextmanager
 
 from jobs.processes.models import TASK_DONE_CHANNEL
 from jobs.processes.types import PreparedTask, StepTimeoutError, TaskOutcome
-from pipeline_project.core import sql
-from pipeline_project.core.follow import NOTHING_YET, Read, follow, follow_blocking
-from pipeline_project.core.notifications import (
+from pipeline_project.db import sql
+from pipeline_project.db.connections import release_connections, returning_connections
+from pipeline_project.web.follow import NOTHING_YET, Read, follow, follow_blocking
+from pipeline_project.web.notifications import (
     Listening,
     WaitingResources,
     blocking_hub,
     waiting_resources,
 )
-from pipeline_project.databases import release_connections, returning_connections
 
 ENDED = ("finished", "error", "cancelled")
 RECHECK_SEC = 5.0  # a waiter re-reads its task this often without a notification

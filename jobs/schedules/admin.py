@@ -10,8 +10,8 @@ from django.utils.html import format_html, format_html_join
 
 from jobs.schedules import selectors, services
 from jobs.schedules.models import Schedule
-from jobs.templatetags.job_times import ago, duration
-from pipeline_project.core.errors import ApplicationError
+from pipeline_project.api.errors import ApplicationError
+from pipeline_project.web.times import ago, duration
 
 
 class ScheduleForm(forms.ModelForm):

@@ -7,7 +7,8 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.settings import api_settings
 
-from pipeline_project.core.errors import api_exception_handler
+from jobs.dbstates import services
+from pipeline_project.api.errors import api_exception_handler
 
 # sqlrs's codes for DRF's own errors.
 CODES = {
@@ -22,10 +23,14 @@ CODES = {
 
 
 def sqlrs_error(code: str, message: str, details=None) -> dict:
-    body = {"code": CODES.get(code, code), "message": message}
-    if details:
-        body["details"] = details if isinstance(details, str) else json.dumps(details, sort_keys=True)
-    return body
+    """The body of every sqlrs error (``settings.JSON_ERROR_PATHS`` names it for /sqlrs/)."""
+    text = details if isinstance(details, str) or not details else json.dumps(details, sort_keys=True)
+    return services.error_of(CODES.get(code, code), message, text or "")
+
+
+def sqlrs_error_response(status: int, code: str, message: str, *, headers: dict | None = None) -> JsonResponse:
+    """A sqlrs error answered outside a view's exception handler (no route; a stream's range)."""
+    return JsonResponse(sqlrs_error(code, message), status=status, headers=headers)
 
 
 def _problems(details, where: str = ""):
@@ -57,4 +62,4 @@ def sqlrs_exception_handler(exc, context):
 @csrf_exempt
 def route_not_found(request):
     """Any method on a path under /sqlrs/v1 that names no route."""
-    return JsonResponse(sqlrs_error("not_found", f"no route {request.method} {request.path}"), status=404)
+    return sqlrs_error_response(404, "not_found", f"no route {request.method} {request.path}")

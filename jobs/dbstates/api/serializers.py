@@ -8,8 +8,8 @@ from rest_framework import serializers
 
 from jobs.dbstates import config, planning, runs, selectors, services
 from jobs.dbstates.steps import PrepareRequest
-from pipeline_project.core.fields import StrictBooleanField, StrictCharField
-from pipeline_project.core.serializers import RequestSerializer
+from pipeline_project.api.fields import StrictBooleanField, StrictCharField
+from pipeline_project.api.serializers import RequestSerializer
 
 MAX_NAME = 64  # kinds, modes
 MAX_PATH = 4096  # file system paths
@@ -85,10 +85,6 @@ class ConfigSetSerializer(RequestSerializer):
     value = serializers.JSONField(allow_null=True)
 
 
-class NoBody(RequestSerializer):
-    """The body of a request that takes none: nothing, or an empty object."""
-
-
 # Query strings
 
 
@@ -111,10 +107,6 @@ class QuerySerializer(RequestSerializer):
             if repeated:
                 raise serializers.ValidationError({name: ["Given more than once."] for name in repeated})
         return super().to_internal_value(data)
-
-
-class NoQuery(QuerySerializer):
-    """The query string of a route that takes no parameters: empty."""
 
 
 class JobsQuery(QuerySerializer):

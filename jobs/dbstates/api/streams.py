@@ -3,34 +3,27 @@ thread): a prepare job's events, and a run's output.
 
 The events stream reads the job's events in order from a position (``Range: events=N-``),
 then waits for the ``sqlrs_events`` NOTIFY naming the job (re-reading on a slow timer in case
-one was lost: ``pipeline_project.core.follow``), and closes once the job's terminal status has
+one was lost: ``pipeline_project.web.ndjson``), and closes once the job's terminal status has
 been sent.
 """
 
 import json
 import logging
 import re
-import time
-from contextlib import AsyncExitStack
 
-from django.conf import settings
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 
-from jobs.api.streams import OPEN_STREAMS
 from jobs.dbstates import runs, selectors
-from jobs.dbstates.api.errors import sqlrs_error
+from jobs.dbstates.api.errors import sqlrs_error, sqlrs_error_response
 from jobs.dbstates.models import EVENTS_CHANNEL, TERMINAL_STATUSES
-from pipeline_project.core.follow import Read, follow
-from pipeline_project.core.notifications import waiting_resources
+from pipeline_project.web.follow import Read
+from pipeline_project.web.ndjson import OPEN_STREAMS, follow_response, ndjson_response
 
 log = logging.getLogger("pipeline.dbstates")
 
-NDJSON = "application/x-ndjson"
 EVENTS_PAGE = 500
 RANGE = re.compile(r"^events=(?P<start>[0-9]{1,9})-(?P<end>[0-9]{1,9})?$")
-_EVENTS_OPEN = OPEN_STREAMS.labels(stream="sqlrs_events")
 _RUNS_OPEN = OPEN_STREAMS.labels(stream="sqlrs_runs")
-HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-store"}
 
 
 def events_response(job_id: str, *, status: str, event_count: int, range_header: str | None):
@@ -39,36 +32,29 @@ def events_response(job_id: str, *, status: str, event_count: int, range_header:
     match = RANGE.match(range_header.strip()) if range_header else None
     start = int(match["start"]) if match else 0
     end = int(match["end"]) if match and match["end"] else None
-    headers = {**HEADERS, "Accept-Ranges": "events"}
+    headers = {"Accept-Ranges": "events"}
     code = 200
     if match:
         terminal = status in TERMINAL_STATUSES
         if (end is not None and end < start) or (terminal and start >= event_count):
-            body = sqlrs_error("range_not_satisfiable", f"the job has {event_count} events; asked for {range_header}")
-            return JsonResponse(body, status=416, headers={"Content-Range": f"events */{event_count}"})
+            return sqlrs_error_response(
+                416,
+                "range_not_satisfiable",
+                f"the job has {event_count} events; asked for {range_header}",
+                headers={"Content-Range": f"events */{event_count}"},
+            )
         total = str(event_count) if terminal else "*"
         last = end if end is not None else (event_count - 1 if terminal else "*")
         headers["Content-Range"] = f"events {start}-{last}/{total}"
         code = 206
-    return StreamingHttpResponse(
-        _event_lines(job_id, start=start, end=end), status=code, content_type=NDJSON, headers=headers
+    return follow_response(
+        lambda pool: _EventsReader(pool, job_id, start=start, end=end).read,
+        stream="sqlrs_events",
+        channel=EVENTS_CHANNEL,
+        key=job_id,
+        status=code,
+        headers=headers,
     )
-
-
-async def _event_lines(job_id: str, *, start: int, end: int | None):
-    deadline = time.monotonic() + settings.DL_EVENTS_MAX_FOLLOW_SEC
-    _EVENTS_OPEN.inc()
-    try:
-        async with AsyncExitStack() as stack:
-            resources = await stack.enter_async_context(waiting_resources())
-            subscription = await stack.enter_async_context(resources.hub.subscribe(EVENTS_CHANNEL, [job_id]))
-            reader = _EventsReader(resources.pool, job_id, start=start, end=end)
-            events = follow(subscription, reader.read, deadline=deadline, recheck_sec=settings.DL_EVENTS_RECHECK_SEC)
-            stack.push_async_callback(events.aclose)
-            async for event in events:
-                yield json.dumps(event) + "\n"
-    finally:
-        _EVENTS_OPEN.dec()
 
 
 class _EventsReader:
@@ -97,7 +83,7 @@ class _EventsReader:
 
 
 def run_response(plan: runs.RunPlan) -> StreamingHttpResponse:
-    return StreamingHttpResponse(_run_lines(plan), content_type=NDJSON, headers=HEADERS)
+    return ndjson_response(_run_lines(plan))
 
 
 async def _run_lines(plan: runs.RunPlan):

@@ -6,7 +6,6 @@ the method, is sqlrs's ErrorResponse. That OpenAPI file is this API's contract, 
 stay out of the project's own schema.
 """
 
-import functools
 import json
 
 from django.http import HttpResponse, JsonResponse
@@ -19,51 +18,18 @@ from rest_framework.views import APIView
 from jobs.dbstates import cache, config, deletion, runs, selectors, services
 from jobs.dbstates.api import serializers as s
 from jobs.dbstates.api.errors import sqlrs_exception_handler
-from jobs.dbstates.api.streams import NDJSON, events_response, run_response
+from jobs.dbstates.api.streams import events_response, run_response
 from jobs.dbstates.engine import engine_health
 from jobs.dbstates.models import Instance, PrepareJob, State
-from pipeline_project.core.snapshot import snapshot
-from pipeline_project.core.validation import validated
-
-HANDLERS = ("get", "post", "put", "patch", "delete")
-BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+from pipeline_project.api.accepts import DeclaredRequestMixin, accepts
+from pipeline_project.db.snapshot import snapshot
+from pipeline_project.web.ndjson import NDJSON
 
 
-def accepts(*, query=None, body=None):
-    """A handler's request: its query string (``query``, passed as ``query=``; none by default)
-    and, for a method with a body, its body (``body``, passed as ``body=``; none by default),
-    both validated before the handler runs."""
-
-    def declare(handler):
-        @functools.wraps(handler)
-        def checked(view, request, **path):
-            given = {}
-            query_data = validated(query or s.NoQuery, request.query_params)
-            if query:
-                given["query"] = query_data
-            if request.method in BODY_METHODS:
-                body_data = validated(body or s.NoBody, request.data)
-                if body:
-                    given["body"] = body_data
-            return handler(view, request, **given, **path)
-
-        checked.accepts = (query, body)
-        return checked
-
-    return declare
-
-
-class EngineView(APIView):
-    """A route of the engine: sqlrs's error shape, and no handler without its ``accepts``."""
+class EngineView(DeclaredRequestMixin, APIView):
+    """A route of the engine: sqlrs's error shape."""
 
     permission_model = PrepareJob
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        for name in HANDLERS:
-            handler = getattr(cls, name, None)
-            if handler is not None and not hasattr(handler, "accepts"):
-                raise TypeError(f"{cls.__name__}.{name} does not declare its request (@accepts)")
 
     def get_exception_handler(self):
         return sqlrs_exception_handler

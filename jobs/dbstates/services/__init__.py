@@ -1,8 +1,9 @@
 """State changes of the engine, in four parts: prepare jobs (``jobs``), states (``states``),
-instances (``instances``) and deletions (``deletions``). Each owns its transaction and locking;
+instances (``instances``) and deletions (``deletions``); and its discovery file (``engine``). Each owns its transaction and locking;
 callers import the names from here: ``from jobs.dbstates import services; services.job_finish(...)``.
 """
 
+from jobs.dbstates.engine import engine_json_write
 from jobs.dbstates.services.deletions import instance_delete, prepare_job_delete, state_delete
 from jobs.dbstates.services.instances import instance_create, instance_server_ensure
 from jobs.dbstates.services.jobs import (
@@ -29,6 +30,7 @@ __all__ = [
     "PREPARE_TASK",
     "Event",
     "cache_eviction_record",
+    "engine_json_write",
     "error_of",
     "instance_create",
     "instance_delete",

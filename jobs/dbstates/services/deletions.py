@@ -14,9 +14,9 @@ from django.db import transaction
 from jobs.dbstates import postgres, statefs
 from jobs.dbstates.deletion import ACTIVE_TASKS, DeleteResult, Node, instance_node, lockable, state_tree
 from jobs.dbstates.models import Instance, PrepareJob, State
-from jobs.services.operators import Selection, jobs_cancel
-from pipeline_project.core.errors import NotFoundError
-from pipeline_project.core.snapshot import snapshot
+from jobs.services import Selection, jobs_cancel
+from pipeline_project.api.errors import NotFoundError
+from pipeline_project.db.snapshot import snapshot
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from django.db import transaction
 
 from jobs.dbstates import images, postgres
 from jobs.dbstates.models import Instance, InstanceStatus
-from pipeline_project.core.errors import NotFoundError
+from pipeline_project.api.errors import NotFoundError
 
 
 def instance_create(

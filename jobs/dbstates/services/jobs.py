@@ -18,9 +18,9 @@ from jobs.dbstates import images, planning, steps
 from jobs.dbstates.models import EventType, JobStatus, PrepareEvent, PrepareJob, PrepareTask
 from jobs.dbstates.plans import PlannedTask
 from jobs.dbstates.steps import PrepareRequest
-from jobs.services.operators import Selection, jobs_cancel
-from jobs.services.producers import JobSpec, job_enqueue
-from pipeline_project.core.errors import InvalidInputError, NotFoundError
+from jobs.selectors import unfinished_job_ids
+from jobs.services import JobSpec, Selection, job_enqueue, jobs_cancel
+from pipeline_project.api.errors import InvalidInputError, NotFoundError
 
 PREPARE_TASK = "sqlrs.prepare"
 MAX_IMAGE_ID = 300
@@ -235,9 +235,7 @@ def jobs_retention_apply(*, signature: str) -> list[str]:
 def prepare_jobs_reconcile() -> dict:
     """End the prepare jobs whose queue job ended, or was deleted, without ending them (its
     last worker died, or an operator canceled or deleted it in the jobs admin): failed."""
-    from jobs.models import FINISHED_STATUSES, Job
-
-    going = Job.objects.exclude(status__in=FINISHED_STATUSES).values("job_id")
+    going = unfinished_job_ids()
     stuck = PrepareJob.objects.exclude(status__in=(JobStatus.SUCCEEDED, JobStatus.FAILED)).exclude(
         queue_job_id__in=going
     )

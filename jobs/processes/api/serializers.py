@@ -2,9 +2,9 @@ from rest_framework import serializers
 
 from jobs.processes.models import MAX_EVENT_ID, MAX_IDEMPOTENCY_KEY_CHARS, MAX_PROCESS_ID_CHARS, PROCESS_STATUSES
 from jobs.processes.ranges import DIRECTIONS, INTEGER_LIMITS
-from pipeline_project.core.fields import QueryIntegerField, StrictBooleanField, StrictCharField, StrictIntegerField
-from pipeline_project.core.serializers import RequestSerializer
-from pipeline_project.core.validation import validated
+from pipeline_project.api.accepts import validated
+from pipeline_project.api.fields import QueryIntegerField, StrictBooleanField, StrictCharField, StrictIntegerField
+from pipeline_project.api.serializers import RequestSerializer
 
 # Types only: the rules (storable JSON, a put's consistency, the timer's time) live in the services.
 
@@ -96,10 +96,6 @@ class RangeQuerySerializer(RequestSerializer):
     offset = QueryIntegerField(required=False, **_limits("offset"))
     limit = QueryIntegerField(required=False, **_limits("limit"))
     direction = serializers.ChoiceField(choices=DIRECTIONS, required=False)
-
-
-class NoParametersSerializer(RequestSerializer):
-    """A route that takes no query parameters: any is refused."""
 
 
 class ResponseSerializer(serializers.Serializer):

@@ -1,10 +1,10 @@
 """``/api/v1/processes/{namespace}/{process_id}/...``: thin views over the processes' services.
 
 init, call, repair, get and put are async views (adrf): their synchronous steps (the request's
-checks, reading the body, putting the task in the schedule) run in one hop to the web worker's
-pool of threads, then the request waits for the task's end on the event loop (a NOTIFY through
-the process's notification hub, listened to before the task exists), holding no thread and no
-database connection while the processor runs.
+checks, validating it as the handler declares, putting the task in the schedule) run in one
+hop to the web worker's pool of threads, then the request waits for the task's end on the event
+loop (a NOTIFY through the process's notification hub, listened to before the task exists),
+holding no thread and no database connection while the processor runs.
 """
 
 from inspect import iscoroutinefunction
@@ -20,15 +20,16 @@ from jobs.processes import selectors, services, waiting
 from jobs.processes.api import serializers as s
 from jobs.processes.models import Process
 from jobs.processes.types import PreparedTask
-from pipeline_project.core.schema import error_responses
-from pipeline_project.core.validation import validated
-from pipeline_project.databases import returning_connections
+from pipeline_project.api.accepts import DeclaredRequestMixin, accepts
+from pipeline_project.api.schema import error_responses
+from pipeline_project.db.connections import returning_connections
 
 
-class ProcessView(APIView):
+class ProcessApiView(DeclaredRequestMixin, APIView):
     """An async handler runs its synchronous steps through ``in_thread``; the first also runs the
-    request's checks (``initial``: token, permissions, throttles) before its step, in the same
-    hop, so a handler must call it before anything else."""
+    request's checks (``initial``: token, permissions, throttles, then the request validated as
+    the handler declares it, in ``self.accepted``) before its step, in the same hop, so a handler
+    must call it before anything else."""
 
     permission_model = Process
 
@@ -68,7 +69,7 @@ class ProcessView(APIView):
         return await sync_to_async(returning_connections(checked_call))()
 
 
-class ProcessTaskView(ProcessView):
+class ProcessTaskView(ProcessApiView):
     """A client task: put it in the schedule, then wait for the processor's answer."""
 
     post_permission = "change"
@@ -79,8 +80,8 @@ class ProcessTaskView(ProcessView):
             self.task_type, namespace=namespace, process_id=process_id, request=task_request
         )
 
-    def prepare_request(self, request, namespace: str, process_id: str) -> PreparedTask:
-        body = validated(s.TaskRequestSerializer, request.data)
+    def prepare_request(self, namespace: str, process_id: str) -> PreparedTask:
+        body = self.accepted["body"]
         task_request = services.TaskRequest(
             args=body["args"],
             idempotency_key=body["idempotency_key"],
@@ -89,9 +90,10 @@ class ProcessTaskView(ProcessView):
         )
         return self.prepare(namespace, process_id, task_request)
 
+    @accepts(body=s.TaskRequestSerializer)
     async def post(self, request, namespace, process_id):
         async with waiting.task_waiter_async() as wait:
-            ended = await wait(await self.in_thread(self.prepare_request, request, namespace, process_id))
+            ended = await wait(await self.in_thread(self.prepare_request, namespace, process_id))
         return Response(s.ResponseSerializer({"response": services.task_result(ended)}).data)
 
 
@@ -118,6 +120,7 @@ class ProcessInitView(ProcessTaskView):
         return services.process_init_prepare(namespace=namespace, process_id=process_id, request=task_request)
 
     @extend_schema(**_TASK_SCHEMA, summary="Start a process: run its init task and answer the processor's response")
+    @accepts(body=s.TaskRequestSerializer)
     async def post(self, request, namespace, process_id):
         return await super().post(request, namespace, process_id)
 
@@ -126,6 +129,7 @@ class ProcessCallView(ProcessTaskView):
     task_type = "call"
 
     @extend_schema(**_TASK_SCHEMA, summary="Call a running process and answer the processor's response")
+    @accepts(body=s.TaskRequestSerializer)
     async def post(self, request, namespace, process_id):
         return await super().post(request, namespace, process_id)
 
@@ -134,43 +138,40 @@ class ProcessRepairView(ProcessTaskView):
     task_type = "repair"
 
     @extend_schema(**_TASK_SCHEMA, summary="Repair a process in error through its processor")
+    @accepts(body=s.TaskRequestSerializer)
     async def post(self, request, namespace, process_id):
         return await super().post(request, namespace, process_id)
 
 
-class ProcessSimpleRepairView(ProcessView):
+class ProcessSimpleRepairView(ProcessApiView):
     post_permission = "change"
 
     @extend_schema(
         request=s.SimpleRepairSerializer, responses=s.ResponseSerializer, summary="Set a process in error running again"
     )
-    def post(self, request, namespace, process_id):
-        body = validated(s.SimpleRepairSerializer, request.data)
+    @accepts(body=s.SimpleRepairSerializer)
+    def post(self, request, namespace, process_id, *, body):
         services.process_simple_repair(namespace=namespace, process_id=process_id, context=body["context"])
-        return Response({"response": "ok"})
+        return Response(s.ResponseSerializer({"response": "ok"}).data)
 
 
-class ProcessGetView(ProcessView):
+class ProcessGetView(ProcessApiView):
     @extend_schema(
         parameters=[s.RangeQuerySerializer], responses=s.ProcessSerializer, summary="A process with its history"
     )
+    @accepts(query=s.RangeQuerySerializer)
     async def get(self, request, namespace, process_id):
-        history_range, init = await self.in_thread(self.range_and_init, request, namespace, process_id)
+        init = await self.in_thread(selectors.init_in_progress, namespace=namespace, process_id=process_id)
         if init is not None:  # wait for init to end, on the event loop
             await waiting.wait_for_task_async(init.task_id, timeout=init.timeout)
         found = await self.in_thread(
             selectors.process_get,
             namespace=namespace,
             process_id=process_id,
-            history_range=history_range,
+            history_range=self.accepted["query"],
             wait_for_init=False,
         )
         return Response(s.ProcessSerializer(found).data)
-
-    @staticmethod
-    def range_and_init(request, namespace, process_id):
-        history_range = validated(s.RangeQuerySerializer, request.query_params)
-        return history_range, selectors.init_in_progress(namespace=namespace, process_id=process_id)
 
     put_permission = "add"
 
@@ -179,28 +180,28 @@ class ProcessGetView(ProcessView):
         responses={201: s.ResponseSerializer, **error_responses(**{"409": "process already exists"})},
         summary="Import a process with its history (and optionally a timer)",
     )
+    @accepts(body=s.PutSerializer)
     async def put(self, request, namespace, process_id):
-        await self.in_thread(self.put_request, request, namespace, process_id)
-        return Response({"response": "ok"}, status=201)
+        await self.in_thread(self.put_request, namespace, process_id)
+        return Response(s.ResponseSerializer({"response": "ok"}).data, status=201)
 
-    @staticmethod
-    def put_request(request, namespace, process_id):
-        body = validated(s.PutSerializer, request.data)
+    def put_request(self, namespace, process_id):
+        body = self.accepted["body"]
         services.process_put(namespace=namespace, process_id=process_id, process=body["process"], action=body["action"])
 
 
-class ProcessTraceView(ProcessView):
+class ProcessTraceView(ProcessApiView):
     @extend_schema(responses=s.TraceSerializer, summary="Every task of a process, with its events")
+    @accepts()
     def get(self, request, namespace, process_id):
-        validated(s.NoParametersSerializer, request.query_params)
         tasks = selectors.process_trace(namespace=namespace, process_id=process_id)
         return Response(s.TraceSerializer({"tasks": tasks}).data)
 
 
-class NamespaceHealthView(ProcessView):
+class NamespaceHealthView(ProcessApiView):
     @extend_schema(
         responses=s.NamespaceHealthSerializer, summary="A namespace's health: processes by status, timers due"
     )
+    @accepts()
     def get(self, request, namespace):
-        validated(s.NoParametersSerializer, request.query_params)
         return Response(s.NamespaceHealthSerializer(selectors.namespace_health(namespace=namespace)).data)

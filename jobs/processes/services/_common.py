@@ -7,8 +7,8 @@ from typing import Any
 from django.utils import timezone
 
 from jobs.processes.models import CALL_TYPES, TASK_DONE_CHANNEL, TIMER_TYPES, WORK_CHANNEL, Process
-from pipeline_project.core import sql
-from pipeline_project.core.errors import NotFoundError
+from pipeline_project.api.errors import NotFoundError
+from pipeline_project.db import sql
 
 
 def locked_process(namespace: str, process_id: str) -> Process:

@@ -2,6 +2,7 @@
 (on a NOTIFY); simple repair changes the process at once; put imports a process as it was
 elsewhere (progressor's put)."""
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from jobs.processes import metrics, registry
+from jobs.processes import metrics, namespaces
 from jobs.processes.inputs import check_idempotency_key, check_json, check_process_id
 from jobs.processes.models import TIMER_TYPES, WORK_CHANNEL, Process, Task
 from jobs.processes.ranges import history_range_clean
@@ -17,8 +18,8 @@ from jobs.processes.services._common import dumps, locked_process, schedule_task
 from jobs.processes.services.parsing import process_import_parse
 from jobs.processes.types import PreparedTask, TaskOutcome
 from jobs.processes.waiting import task_waiter
-from pipeline_project.core import sql
-from pipeline_project.core.errors import ApplicationError, ConflictError, NotFoundError
+from pipeline_project.api.errors import ApplicationError, ConflictError, NotFoundError
+from pipeline_project.db import sql
 
 
 class ProcessorError(ApplicationError):
@@ -51,7 +52,8 @@ class TaskRequest:
         return None if self.history_range is None else {"range": self.history_range}
 
 
-def process_init(
+def process_task_run(
+    task_type: str,
     *,
     namespace: str,
     process_id: str,
@@ -60,54 +62,24 @@ def process_init(
     context: Any = None,
     history_range: dict | None = None,
 ) -> Any:
-    """Create a process and run its init task; return the processor's response."""
+    """Run a client's task on a process and return the processor's response: ``init`` creates
+    the process; a ``call`` that arrives while another task of the process runs waits for it
+    and runs next, before any timer (the process's timers are blocked until it has run);
+    ``repair`` runs on a process in ``error``."""
     request = TaskRequest(args=args, idempotency_key=idempotency_key, context=context, history_range=history_range)
+    prepare = process_init_prepare if task_type == "init" else functools.partial(process_task_prepare, task_type)
     with task_waiter() as wait:
-        return task_result(wait(process_init_prepare(namespace=namespace, process_id=process_id, request=request)))
+        return task_result(wait(prepare(namespace=namespace, process_id=process_id, request=request)))
 
 
-def process_call(
-    *,
-    namespace: str,
-    process_id: str,
-    args: Any = None,
-    idempotency_key: str | None = None,
-    context: Any = None,
-    history_range: dict | None = None,
-) -> Any:
-    """Run a call on a running process and return the processor's response.
-
-    A call that arrives while another task of the process runs waits for it and runs next,
-    before any timer; the process's timers are blocked until the call has run.
-    """
-    request = TaskRequest(args=args, idempotency_key=idempotency_key, context=context, history_range=history_range)
-    return _task_run("call", namespace=namespace, process_id=process_id, request=request)
-
-
-def process_repair(
-    *,
-    namespace: str,
-    process_id: str,
-    args: Any = None,
-    idempotency_key: str | None = None,
-    context: Any = None,
-    history_range: dict | None = None,
-) -> Any:
-    """Run the processor with task type ``repair`` on a process in ``error``."""
-    request = TaskRequest(args=args, idempotency_key=idempotency_key, context=context, history_range=history_range)
-    return _task_run("repair", namespace=namespace, process_id=process_id, request=request)
-
-
-def _task_run(task_type: str, *, namespace: str, process_id: str, request: TaskRequest) -> Any:
-    with task_waiter() as wait:
-        return task_result(
-            wait(process_task_prepare(task_type, namespace=namespace, process_id=process_id, request=request))
-        )
+process_init = functools.partial(process_task_run, "init")
+process_call = functools.partial(process_task_run, "call")
+process_repair = functools.partial(process_task_run, "repair")
 
 
 def process_init_prepare(*, namespace: str, process_id: str, request: TaskRequest = TaskRequest()) -> PreparedTask:
     """A new process with its init task waiting (or the task an idempotency key names)."""
-    definition = registry.require(namespace)
+    definition = namespaces.require(namespace)
     check_process_id(process_id)
     started = time.perf_counter()
     task_id = _replayed(request.idempotency_key)
@@ -177,7 +149,7 @@ def process_task_prepare(
     """A call (on a running process) or repair (on one in error) waiting in the schedule, or
     the task an idempotency key names. The process's timers are blocked until it has run
     (then its result sets, cancels or unblocks them)."""
-    definition = registry.require(namespace)
+    definition = namespaces.require(namespace)
     check_process_id(process_id)
     started = time.perf_counter()
     task_id = _replayed(request.idempotency_key)
@@ -210,7 +182,7 @@ def process_task_prepare(
     return _prepared(task_id, task_type, definition, started)
 
 
-def _prepared(task_id: int, task_type: str, definition: registry.Namespace, started: float) -> PreparedTask:
+def _prepared(task_id: int, task_type: str, definition: namespaces.Namespace, started: float) -> PreparedTask:
     """A client's task in the schedule; its preparation time goes to progressor's histogram."""
     metrics.REQUEST_PREPARING.labels(namespace=definition.name, task_type=task_type).observe(
         (time.perf_counter() - started) * 1000
@@ -224,7 +196,7 @@ def process_simple_repair(*, namespace: str, process_id: str, context: Any = Non
     If a timeout or remove task corrupted it, that task is scheduled again (metadata
     ``kind: simple_repair``) with the given context, which its processor gets.
     """
-    registry.require(namespace)
+    namespaces.require(namespace)
     check_process_id(process_id)
     check_json("context", context)
     with transaction.atomic():
@@ -252,7 +224,7 @@ def process_put(*, namespace: str, process_id: str, process: dict, action: Any =
     (events with their ids), recorded as one finished ``init`` task (metadata ``kind: put``),
     and optionally an action: ``{"set_timer": ..., "remove": bool}`` or ``"remove"``. Both come
     in the shape the API's ``PutSerializer`` checks; the import's rules are ``process_import_parse``'s."""
-    registry.require(namespace)
+    namespaces.require(namespace)
     check_process_id(process_id)
     imported = process_import_parse(process, action, process_id=process_id)
     with transaction.atomic():

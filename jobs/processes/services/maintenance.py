@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from jobs.processes.models import Process, Task
 from jobs.processes.services._common import cancel_scheduled, notify_task_done, set_status
-from pipeline_project.core import sql
+from pipeline_project.db import sql
 
 
 def zombies_collect(*, namespace: str, margin_sec: float) -> int:

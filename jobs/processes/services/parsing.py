@@ -9,8 +9,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from jobs.processes.inputs import check_json
-from pipeline_project.core.errors import InvalidInputError
-from pipeline_project.core.storable import json_problem
+from pipeline_project.api.errors import InvalidInputError
+from pipeline_project.db.storable import json_problem
 
 
 def timer_time(value: Any) -> datetime | None:

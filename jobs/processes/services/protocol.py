@@ -10,9 +10,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from jobs.processes import registry
+from jobs.processes import namespaces
 from jobs.processes.models import TASK_DONE_CHANNEL, WORK_CHANNEL, Process, Task
-from jobs.processes.registry import ProcessView
+from jobs.processes.namespaces import ProcessView
 from jobs.processes.selectors import VIEW_COLUMNS, process_history, view_from
 from jobs.processes.services._common import (
     cancel_scheduled,
@@ -23,7 +23,7 @@ from jobs.processes.services._common import (
     set_status,
 )
 from jobs.processes.services.parsing import Result
-from pipeline_project.core import sql
+from pipeline_project.db import sql
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def tasks_claim(*, namespace: str, limit: int, worker: str) -> list[ClaimedTask]
     ``dl_proc_running`` row; its primary key lets one win, and the other's statement fails
     with a unique violation (``is_running_race``) and simply claims again.
     """
-    definition = registry.require(namespace)
+    definition = namespaces.require(namespace)
     rows = sql.rows(
         f"""
         WITH candidates AS MATERIALIZED (
@@ -144,7 +144,7 @@ def task_complete(*, task: ClaimedTask, namespace: str, outcome: Result | str) -
             process.delete()
             completion = "complete_and_suspend"
         else:
-            _failed(process, task, outcome, registry.get(namespace))
+            _failed(process, task, outcome, namespaces.get(namespace))
             completion = "complete_and_error"
         # Workers look now (a call may wait behind this task) and learn when unblocked timers fall due.
         sql.execute(
@@ -318,7 +318,7 @@ def _timeout_rerun(task: ClaimedTask, corrupting: int) -> None:
             schedule_task(process, "timeout", args=timeout.args, context=timeout.context, at=timezone.now())
 
 
-def _failed(process: Process, task: ClaimedTask, reason: str, definition: registry.Namespace | None) -> None:
+def _failed(process: Process, task: ClaimedTask, reason: str, definition: namespaces.Namespace | None) -> None:
     if task.task_type == "repair":  # the process stays as it was
         end_task(task.task_id, status="error", response={"error": reason})
         return

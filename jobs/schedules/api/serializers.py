@@ -2,8 +2,8 @@ from rest_framework import serializers
 
 from jobs.schedules import selectors, services
 from jobs.schedules.models import MissedPolicy, Schedule
-from pipeline_project.core.fields import StrictCharField, StrictIntegerField
-from pipeline_project.core.serializers import RequestSerializer
+from pipeline_project.api.fields import StrictCharField, StrictIntegerField
+from pipeline_project.api.serializers import RequestSerializer
 
 
 class ScheduleChangeSerializer(RequestSerializer):

@@ -8,14 +8,15 @@ from rest_framework.views import APIView
 from jobs.schedules import selectors, services
 from jobs.schedules.api import serializers as s
 from jobs.schedules.models import Schedule
-from pipeline_project.core.authentication import request_caller
-from pipeline_project.core.pagination import StrictCursorPagination
-from pipeline_project.core.schema import error_responses
-from pipeline_project.core.snapshot import snapshot
-from pipeline_project.core.validation import validated
+from pipeline_project.api.accepts import DeclaredRequestMixin, accepts
+from pipeline_project.api.authentication import request_caller
+from pipeline_project.api.pagination import StrictCursorPagination
+from pipeline_project.api.schema import error_responses
+from pipeline_project.api.serializers import PageQuery
+from pipeline_project.db.snapshot import snapshot
 
 
-class ScheduleView(APIView):
+class ScheduleView(DeclaredRequestMixin, APIView):
     permission_model = Schedule
 
 
@@ -46,7 +47,8 @@ class ScheduleListView(ScheduleView, generics.ListAPIView):
         return selectors.schedule_list()
 
     @extend_schema(summary="Schedules, by name, cursor-paginated")
-    def get(self, request):
+    @accepts(query=PageQuery)
+    def get(self, request, *, query):
         with snapshot():
             return self.list(request)
 
@@ -55,13 +57,14 @@ class ScheduleListView(ScheduleView, generics.ListAPIView):
         responses={201: s.ScheduleSerializer, **error_responses(**{"409": "a schedule of that name exists"})},
         summary="Create a schedule (a cron expression in a time zone, or an interval)",
     )
-    def post(self, request):
-        data = validated(s.ScheduleCreateSerializer, request.data)
-        return _schedule_response(services.schedule_create(values=data, by=request_caller(request)), status=201)
+    @accepts(body=s.ScheduleCreateSerializer)
+    def post(self, request, *, body):
+        return _schedule_response(services.schedule_create(values=body, by=request_caller(request)), status=201)
 
 
 class ScheduleDetailView(ScheduleView):
     @extend_schema(responses=s.ScheduleSerializer, summary="A schedule, with its next five runs")
+    @accepts()
     def get(self, request, schedule_id):
         return _schedule_response(selectors.schedule_get(schedule_id=schedule_id))
 
@@ -70,13 +73,14 @@ class ScheduleDetailView(ScheduleView):
         responses={200: s.ScheduleSerializer, **error_responses(**{"409": "declared in code, or the name is taken"})},
         summary="Change some of a schedule's fields (a new timing starts at its first tick after now)",
     )
-    def patch(self, request, schedule_id):
-        data = validated(s.ScheduleChangeSerializer, request.data)
+    @accepts(body=s.ScheduleChangeSerializer)
+    def patch(self, request, schedule_id, *, body):
         return _schedule_response(
-            services.schedule_update(schedule_id=schedule_id, changes=data, by=request_caller(request))
+            services.schedule_update(schedule_id=schedule_id, changes=body, by=request_caller(request))
         )
 
     @extend_schema(request=None, responses={200: s.ScheduleSerializer}, summary="Delete a schedule (its jobs stay)")
+    @accepts()
     def delete(self, request, schedule_id):
         return _schedule_response(services.schedule_delete(schedule_id=schedule_id))
 
@@ -85,6 +89,7 @@ class SchedulePauseView(ScheduleView):
     post_permission = "change"
 
     @extend_schema(request=None, responses=s.ScheduleChangedSerializer, summary="Pause: its ticks are not enqueued")
+    @accepts()
     def post(self, request, schedule_id):
         return _changed_response(services.schedule_pause(schedule_id=schedule_id, by=request_caller(request)))
 
@@ -97,6 +102,7 @@ class ScheduleResumeView(ScheduleView):
         responses=s.ScheduleChangedSerializer,
         summary="Resume from the first tick after now (ticks that fell while paused are not run)",
     )
+    @accepts()
     def post(self, request, schedule_id):
         return _changed_response(services.schedule_resume(schedule_id=schedule_id, by=request_caller(request)))
 
@@ -105,6 +111,7 @@ class ScheduleRunView(ScheduleView):
     post_permission = "change"
 
     @extend_schema(request=None, responses={201: s.RunNowSerializer}, summary="Run now: enqueue one job of it")
+    @accepts()
     def post(self, request, schedule_id):
         enqueued = services.schedule_run_now(schedule_id=schedule_id, by=request_caller(request))
         return Response(s.RunNowSerializer(enqueued).data, status=201)

@@ -19,7 +19,7 @@ from jobs.schedules.services.rules import (
     unknown_field_problems,
     values_of,
 )
-from pipeline_project.core.errors import ConflictError, InvalidInputError
+from pipeline_project.api.errors import ConflictError, InvalidInputError
 
 
 def schedule_create(*, values: dict, by: str, declared_in_code: bool = False) -> Schedule:

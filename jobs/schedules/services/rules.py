@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from jobs import services as job_services
 from jobs.schedules.cron import Timing, cron_problem, timezone_problem
 from jobs.schedules.models import MissedPolicy, Schedule
-from pipeline_project.core import sql
-from pipeline_project.core.errors import InvalidInputError, NotFoundError
+from pipeline_project.api.errors import InvalidInputError, NotFoundError
+from pipeline_project.db import sql
 
 DEFAULTS = {
     "args": {},

@@ -28,8 +28,8 @@ from jobs.schedules.services.rules import (
     unknown_field_problems,
     values_of,
 )
-from pipeline_project.core import sql
-from pipeline_project.core.errors import ApplicationError, InvalidInputError
+from pipeline_project.api.errors import ApplicationError, InvalidInputError
+from pipeline_project.db import sql
 
 log = logging.getLogger("jobs.schedules")
 

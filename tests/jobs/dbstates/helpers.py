@@ -27,7 +27,7 @@ IMAGE = "postgres:15"
 
 def engine_worker(concurrency: int = 2):
     """The runworker runtime serving the engine's queue, in a thread."""
-    return worker_in_thread(WorkerConfig.from_settings({"sqlrs": concurrency}, **FAST))
+    return worker_in_thread(WorkerConfig.from_settings({"queue": {"sqlrs": concurrency}}, **FAST))
 
 
 def wait_terminal(job_id: str, timeout: float = 60.0) -> PrepareJob:

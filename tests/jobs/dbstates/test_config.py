@@ -3,7 +3,7 @@
 import pytest
 
 from jobs.dbstates import config
-from pipeline_project.core.errors import InvalidInputError, NotFoundError
+from pipeline_project.api.errors import InvalidInputError, NotFoundError
 
 pytestmark = pytest.mark.django_db
 

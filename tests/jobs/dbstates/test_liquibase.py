@@ -9,7 +9,7 @@ import pytest
 from jobs.dbstates import liquibase, postgres, services, statefs
 from jobs.dbstates.models import PrepareTask, State
 from jobs.dbstates.steps import PrepareRequest
-from pipeline_project.core.errors import InvalidInputError
+from pipeline_project.api.errors import InvalidInputError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import wait_for
 from tests.jobs.dbstates.helpers import engine_worker, fake_liquibase, script, wait_terminal

@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 from jobs.dbstates import placement
 from jobs.dbstates.engine import engine_instance_id
 from jobs.dbstates.models import EngineHost, State
-from jobs.registry import registry
+from jobs.handlers import registry
 from jobs.runtime.build import build_worker
 from jobs.runtime.config import WorkerConfig
 from jobs.runtime.registry import StartRefused
@@ -22,7 +22,7 @@ pytestmark = ALL_DATABASES
 
 
 def engine_worker(queues=None):
-    return build_worker(WorkerConfig.from_settings(queues or {"sqlrs": 1}, **FAST), registry)
+    return build_worker(WorkerConfig.from_settings({"queue": queues or {"sqlrs": 1}}, **FAST), registry)
 
 
 @pytest.fixture

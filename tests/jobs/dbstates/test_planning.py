@@ -3,7 +3,7 @@
 import pytest
 
 from jobs.dbstates import planning
-from pipeline_project.core.errors import InvalidInputError
+from pipeline_project.api.errors import InvalidInputError
 
 
 @pytest.fixture(autouse=True)

@@ -36,7 +36,7 @@ def test_retention_keeps_the_newest_finished_jobs_of_a_signature():
 
 
 def test_unknown_job_is_not_found():
-    from pipeline_project.core.errors import NotFoundError
+    from pipeline_project.api.errors import NotFoundError
 
     with pytest.raises(NotFoundError):
         services.prepare_job_cancel(job_id="0" * 32)

@@ -1,6 +1,6 @@
 import pytest
 
-from pipeline_project.core.notifications import blocking_hub
+from pipeline_project.web.notifications import blocking_hub
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ from tests.jobs.helpers import FAST, worker_in_thread
 def serving(namespaces=None, **overrides):
     """A worker runtime serving process namespaces in a thread of the test process, stopped on exit."""
     namespaces = namespaces or {"test.scripted": 4, "test.quick": 2}
-    with worker_in_thread(WorkerConfig.from_settings({}, namespaces=namespaces, **{**FAST, **overrides})) as worker:
+    with worker_in_thread(WorkerConfig.from_settings({"namespace": namespaces}, **{**FAST, **overrides})) as worker:
         yield worker
 
 

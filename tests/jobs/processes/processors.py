@@ -4,7 +4,7 @@ import threading
 import time
 from collections import Counter
 
-from jobs.processes.registry import RetryPolicy, namespace
+from jobs.processes.namespaces import RetryPolicy, namespace
 
 RETRIES = RetryPolicy(initial_timeout=0.1, backoff_coefficient=2.0, max_attempts=3, non_retryable_errors=("fatal",))
 running = Counter()  # tasks running now per process id (to see that none overlap)

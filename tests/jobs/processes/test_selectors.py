@@ -1,7 +1,7 @@
 """Reads racing writers: each answer is one state of the process (or not found)."""
 
 from jobs.processes import selectors, services
-from pipeline_project.core.errors import NotFoundError
+from pipeline_project.api.errors import NotFoundError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.processes.helpers import (
     CYCLES,

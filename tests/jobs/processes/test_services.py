@@ -10,7 +10,7 @@ from django.utils import timezone
 from jobs.processes import services
 from jobs.processes.models import Process, Running, Task
 from jobs.processes.selectors import process_get, process_trace
-from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
+from pipeline_project.api.errors import ConflictError, InvalidInputError, NotFoundError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import wait_for
 from tests.jobs.processes import processors

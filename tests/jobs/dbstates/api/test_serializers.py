@@ -6,9 +6,10 @@ never a 500, never a page."""
 import pytest
 
 from jobs.dbstates import planning, runs
-from jobs.dbstates.api.views import EngineView, accepts
+from jobs.dbstates.api.views import EngineView
 from jobs.dbstates.models import EngineConfig, PrepareJob
-from pipeline_project.core.serializers import RequestSerializer
+from pipeline_project.api.accepts import accepts
+from pipeline_project.api.serializers import RequestSerializer
 from tests.conftest import ALL_DATABASES
 from tests.jobs.dbstates.helpers import engine_call, error_conforms
 

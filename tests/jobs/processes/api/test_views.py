@@ -251,6 +251,20 @@ def test_routes_without_parameters_refuse_any(api, path):
 
 
 @pytest.mark.parametrize(
+    ("method", "suffix"), [("post", "/init"), ("post", "/call"), ("put", ""), ("post", "/simple_repair")]
+)
+def test_writes_take_no_query_parameters(api, method, suffix):
+    pid = new_id()
+    body = {"process": {"status": "running"}} if method == "put" else {}
+
+    answer = getattr(api, method)(f"{BASE}/{pid}{suffix}?wait=1", body, format="json")
+
+    assert_refused(answer)
+    assert answer.json()["details"] == {"wait": ["Unknown field."]}
+    assert not Process.objects.filter(process_id=pid).exists()
+
+
+@pytest.mark.parametrize(
     ("method", "suffix"), [("get", ""), ("get", "/trace"), ("post", "/call"), ("post", "/init"), ("put", "")]
 )
 def test_a_process_id_with_a_nul_or_too_long_is_refused_not_a_crash(api, method, suffix):

@@ -6,7 +6,7 @@ import pytest
 from jobs.processes import services
 from jobs.processes.models import MAX_EVENT_ID, Process, Task
 from jobs.processes.selectors import process_get
-from pipeline_project.core.errors import InvalidInputError
+from pipeline_project.api.errors import InvalidInputError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import wait_for
 from tests.jobs.processes.helpers import new_id, serving

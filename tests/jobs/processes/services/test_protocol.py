@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from jobs.processes import services
 from jobs.processes.models import TASK_DONE_CHANNEL, Event, Process, Running, Schedule, Task
 from jobs.processes.services.parsing import result_parse
-from pipeline_project.databases import connection_params
+from pipeline_project.db.connections import connection_params
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.processes.helpers import new_id
 

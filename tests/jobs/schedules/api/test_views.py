@@ -132,3 +132,5 @@ def test_the_list_pages_by_name_and_refuses_a_tampered_cursor(api):
     tampered = base64.b64encode(b"p=\x00").decode()
     answer = api.get("/api/v1/schedules", {"cursor": tampered})
     assert answer.status_code == 400 and answer.json()["code"] == "validation_error"
+    misspelt = api.get("/api/v1/schedules", {"pagesize": 2})
+    assert (misspelt.status_code, misspelt.json()["details"]) == (400, {"pagesize": ["Unknown field."]})

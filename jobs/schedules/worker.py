@@ -4,14 +4,14 @@ task handlers declare (``@task(..., schedule=...)``)."""
 
 from django.conf import settings
 
-from jobs.runtime.periodic import PeriodicTask
+from jobs.runtime.periodic import PeriodicWork
 from jobs.runtime.registry import on_start, periodic_tasks
 from jobs.schedules import services
 
 
 @periodic_tasks
-def schedule_tasks(config) -> list[PeriodicTask]:
-    return [PeriodicTask("schedules.enqueue", settings.DL_SCHEDULES_CHECK_SEC, enqueue_due)]
+def schedule_tasks(config) -> list[PeriodicWork]:
+    return [PeriodicWork("schedules.enqueue", settings.DL_SCHEDULES_CHECK_SEC, enqueue_due)]
 
 
 def enqueue_due() -> dict:

@@ -18,21 +18,23 @@ from dataclasses import dataclass
 from django.db import IntegrityError
 from django.utils import timezone
 
-from jobs.processes import metrics, registry, selectors, services
+from jobs import services as queue_services
+from jobs.processes import metrics, selectors, services
+from jobs.processes import namespaces as namespace_registry
 from jobs.processes.group_commit import GroupCommit
 from jobs.processes.models import WORK_CHANNEL
 from jobs.runtime.database import DATABASE_ERRORS, error_extra, use_generic_plans
 from jobs.runtime.lanes import Lane
 from jobs.runtime.loop import Runtime
 from jobs.runtime.registry import WorkerSetup, work_source
-from pipeline_project.core.storable import exception_text
+from pipeline_project.db.storable import exception_text
 
 log = logging.getLogger("jobs.processes")
 
 
 @dataclass(eq=False)
 class TaskRun:
-    namespace: registry.Namespace
+    namespace: namespace_registry.Namespace
     task: services.ClaimedTask
 
 
@@ -46,12 +48,16 @@ class NamespaceSource:
     def build(cls, namespaces: dict[str, int], setup: WorkerSetup) -> "NamespaceSource":
         return cls(namespaces, worker_name=setup.name)
 
+    @staticmethod
+    def name_problem(name: str) -> str | None:
+        return queue_services.text_field_problem("queue", name)  # a namespace is named as a queue is
+
     def __init__(self, namespaces: dict[str, int], *, worker_name: str):
         self.worker_name = worker_name
-        unknown = sorted(set(namespaces) - set(registry.names()))
+        unknown = sorted(set(namespaces) - set(namespace_registry.names()))
         if unknown:
             raise LookupError(f"no processor is registered for namespace(s) {', '.join(unknown)}")
-        self.definitions = {name: registry.require(name) for name in namespaces}
+        self.definitions = {name: namespace_registry.require(name) for name in namespaces}
         self.lanes = {
             name: Lane(
                 name,

@@ -3,7 +3,7 @@ a namespace's default range is checked when it is registered."""
 
 import pytest
 
-from jobs.processes.registry import Namespace, ProcessView
+from jobs.processes.namespaces import Namespace, ProcessView
 
 VIEW = ProcessView(
     process_id="p",

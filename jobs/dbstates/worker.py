@@ -10,26 +10,26 @@ from django.conf import settings
 
 from jobs.dbstates import cache, placement, services, statefs
 from jobs.dbstates.executor import job_dirs_sweep
-from jobs.runtime.periodic import PeriodicTask
+from jobs.runtime.periodic import PeriodicWork
 from jobs.runtime.registry import periodic_tasks, start_check
 
 start_check(placement.serving_check)
 
 
 @periodic_tasks
-def engine_tasks(config) -> list[PeriodicTask]:
+def engine_tasks(config) -> list[PeriodicWork]:
     engine = ("queue", settings.SQLRS_QUEUE)
     return [
-        PeriodicTask(
+        PeriodicWork(
             "sqlrs.cache_evict",
             settings.SQLRS_CACHE_EVICT_PERIOD_SEC,
             lambda: cache.cache_evict(trigger="periodic"),
             local_to=engine,
         ),
-        PeriodicTask("sqlrs.jobs_reconcile", settings.SQLRS_RECONCILE_PERIOD_SEC, services.prepare_jobs_reconcile),
-        PeriodicTask("sqlrs.job_dirs_sweep", settings.SQLRS_RECONCILE_PERIOD_SEC, job_dirs_sweep, local_to=engine),
+        PeriodicWork("sqlrs.jobs_reconcile", settings.SQLRS_RECONCILE_PERIOD_SEC, services.prepare_jobs_reconcile),
+        PeriodicWork("sqlrs.job_dirs_sweep", settings.SQLRS_RECONCILE_PERIOD_SEC, job_dirs_sweep, local_to=engine),
         # States a dead worker built but did not sync: durable before the machine can restart.
-        PeriodicTask(
+        PeriodicWork(
             "sqlrs.states_sync",
             settings.SQLRS_RECONCILE_PERIOD_SEC,
             lambda: {"marked_durable": statefs.markers_make_durable()},

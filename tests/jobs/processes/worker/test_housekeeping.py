@@ -1,9 +1,9 @@
 """Zombie collection: every namespace's tasks past their deadline, whichever worker collects,
 whether or not the namespace's processor is registered where it runs."""
 
-from jobs.processes import registry, services
+from jobs.processes import namespaces, services
 from jobs.processes.models import Process, Running, Task
-from jobs.processes.periodic import collect_zombies
+from jobs.processes.worker.housekeeping import collect_zombies
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.processes.helpers import plant_running_task
 
@@ -13,7 +13,7 @@ UNREGISTERED = "nowhere.gone"
 
 def test_every_namespaces_zombies_are_collected_registered_or_not(settings):
     settings.PROC_ZOMBIE_MARGIN_SEC = 0.0
-    assert registry.get(UNREGISTERED) is None
+    assert namespaces.get(UNREGISTERED) is None
     zombies = [plant_running_task(namespace, deadline_in_sec=-1) for namespace in (UNREGISTERED, "test.scripted")]
 
     assert collect_zombies() == {"collected": 2}
@@ -43,5 +43,5 @@ def test_the_claim_writes_the_deadline_of_the_namespaces_step_timeout():
     [claimed] = services.tasks_claim(namespace="test.quick", limit=1, worker="me")
     running = Running.objects.get(task_id=claimed.task_id)
 
-    step = registry.require("test.quick").process_step_timeout
+    step = namespaces.require("test.quick").process_step_timeout
     assert (running.deadline - running.running_time).total_seconds() == step

@@ -6,18 +6,18 @@ import time
 from django.conf import settings
 
 from jobs.processes import metrics, selectors, services
-from jobs.runtime.periodic import PeriodicTask
+from jobs.runtime.periodic import PeriodicWork
 from jobs.runtime.registry import periodic_tasks
 
 log = logging.getLogger("jobs.processes")
 
 
 @periodic_tasks
-def process_tasks(config) -> list[PeriodicTask]:
+def process_tasks(config) -> list[PeriodicWork]:
     """Zombie collection, housekeeping like the queue's: it reads the running tasks' deadlines,
     not their processors, so any process runs it (a reaper, a worker serving queues only), once
     per period across them all, and collects every namespace's zombies."""
-    return [PeriodicTask("processes.zombies", settings.PROC_ZOMBIE_PERIOD_SEC, collect_zombies)]
+    return [PeriodicWork("processes.zombies", settings.PROC_ZOMBIE_PERIOD_SEC, collect_zombies)]
 
 
 def collect_zombies() -> dict:
