@@ -10,8 +10,8 @@ from django.utils.html import format_html
 from ingestion import politeness, services
 from ingestion.fetching import origin_of
 from ingestion.models import IngestionItem, IngestionRun, Source
-from pipeline_project.core.admin import ReadOnlyAdminMixin
-from pipeline_project.core.errors import ApplicationError
+from pipeline_project.api.errors import ApplicationError
+from pipeline_project.web.admin import ReadOnlyAdminMixin
 
 MAX_HOSTS = 100
 

@@ -1,9 +1,9 @@
 """The pipeline's tasks on the job queue: discover, download, ocr (seed 004's task names; its
-periodic task: ``ingestion.periodic``)."""
+periodic task: ``ingestion.worker``)."""
 
 from ingestion import services, steps
 from ingestion.stopping import Stopped
-from jobs.registry import FatalError, JobCancelled, task
+from jobs.handlers import FatalError, JobCancelled, task
 
 
 def _run_step(ctx, name: str, work):

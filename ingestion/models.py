@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models.functions import Now
 
 from ingestion.stats import RUN_TOUCH_SQL, empty_stats, items_trigger_sql
-from pipeline_project.core.constraints import one_of
+from pipeline_project.db.constraints import one_of
 
 
 class RunStatus(models.TextChoices):

@@ -18,8 +18,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from ingestion import selectors, services
 from ingestion.models import ENDED_RUN_STATUSES, IngestionRun, Source
-from pipeline_project.core.errors import ApplicationError, NotFoundError
-from pipeline_project.core.snapshot import snapshot
+from pipeline_project.api.errors import ApplicationError, NotFoundError
+from pipeline_project.db.snapshot import snapshot
 
 HISTORY_PAGE_SIZE = 25
 

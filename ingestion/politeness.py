@@ -34,7 +34,7 @@ from protego import Protego
 
 from ingestion.models import RobotsTxt
 from ingestion.stopping import NEVER, Stopped
-from pipeline_project.core import sql
+from pipeline_project.db import sql
 
 POLL_SEC = 0.1  # how soon a waiting request sees a freed slot
 

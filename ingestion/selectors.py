@@ -19,9 +19,8 @@ from ingestion.models import (
     RunStageCount,
 )
 from ingestion.stats import STATS_SHAPE
-from jobs.models import Job, JobStatus
-from jobs.selectors import jobs_with_args
-from pipeline_project.core.errors import NotFoundError
+from jobs.selectors import JobStatus, jobs_with_args
+from pipeline_project.api.errors import NotFoundError
 
 PROBLEM_STATUSES = (ItemStatus.FAILED, ItemStatus.REVIEW_REQUIRED)
 STAGE_LABELS = {ItemStage.DISCOVERY: "Discovery", ItemStage.DOCUMENTS: "Documents", ItemStage.OCR: "OCR"}
@@ -120,7 +119,7 @@ def run_timeline(*, counts: dict[str, dict]) -> list[dict]:
     return [counts[stage] for stage in ITEM_TYPE_OF_STAGE if stage in counts]
 
 
-def run_jobs(*, run: IngestionRun) -> QuerySet[Job]:
+def run_jobs(*, run: IngestionRun) -> QuerySet:
     return jobs_with_args(values={"run_id": str(run.id)})
 
 
@@ -132,7 +131,7 @@ def run_jobs_summary(*, run: IngestionRun, limit: int = LIST_LIMIT) -> dict:
     return {"by_status": by_status, "total": sum(by_status.values()), "unsucceeded": list(unsucceeded[:limit])}
 
 
-def _jobs_of_outer_run(statuses=None) -> QuerySet[Job]:
+def _jobs_of_outer_run(statuses=None) -> QuerySet:
     return jobs_with_args(values={"run_id": Cast(OuterRef("id"), TextField())}, statuses=statuses)
 
 

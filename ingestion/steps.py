@@ -21,7 +21,7 @@ from django.db import transaction
 from ingestion import extraction, fetching, keys, links, services
 from ingestion.models import ITEM_TYPE_OF_STAGE, IngestionItem, IngestionRun, ItemStage, Source
 from ingestion.stopping import NEVER, Stopped
-from pipeline_project.core.errors import ConflictError
+from pipeline_project.api.errors import ConflictError
 
 log = logging.getLogger("ingestion")
 

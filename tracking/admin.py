@@ -4,8 +4,8 @@ from django.db.models import Q
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from pipeline_project.core.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
-from pipeline_project.core.counts import sum_matching
+from pipeline_project.db.counts import sum_matching
+from pipeline_project.web.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
 from tracking import selectors, services
 from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage, StageChange
 

@@ -4,8 +4,8 @@ import pgtrigger
 from django.db import models
 from django.db.models.functions import Now
 
-from pipeline_project.core.counts import Counts
-from pipeline_project.core.triggers import statement_notify_triggers, statement_trigger
+from pipeline_project.db.counts import Counts
+from pipeline_project.db.triggers import statement_notify_triggers, statement_trigger
 
 
 class Status(models.TextChoices):

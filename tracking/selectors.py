@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from pipeline_project.core.errors import NotFoundError
+from pipeline_project.api.errors import NotFoundError
 from tracking.models import QUEUE_STAGES, STAGES, TRACKING_COUNTS, PipelineTracking, Stage, Status
 
 STATUS_COLUMNS = [stage.column for stage in STAGES.values()]

@@ -10,8 +10,8 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models.functions import Now
 
-from pipeline_project.core import sql
-from pipeline_project.core.errors import ConflictError, NotFoundError
+from pipeline_project.api.errors import ConflictError, NotFoundError
+from pipeline_project.db import sql
 from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage, Status
 
 DATABASE = "pipeline"

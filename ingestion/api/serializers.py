@@ -2,8 +2,8 @@ from rest_framework import serializers
 
 from ingestion.models import IngestionItem, IngestionRun, ItemStage, ItemStatus, ItemType, RunStage, RunStatus
 from ingestion.services import MAX_ITEMS_PER_CALL
-from pipeline_project.core.fields import QueryIntegerField
-from pipeline_project.core.serializers import RequestSerializer
+from pipeline_project.api.fields import QueryIntegerField
+from pipeline_project.api.serializers import PageQuery, RequestSerializer
 
 BIGINT_MAX = 2**63 - 1
 
@@ -30,26 +30,12 @@ class RunSerializer(serializers.ModelSerializer):
         ]
 
 
-class NoQuery(RequestSerializer):
-    """The query string of a route that takes no parameters: empty."""
-
-
-class ListQuery(RequestSerializer):
-    """A list's query string: its filters (an empty one filters nothing), and the cursor
-    pagination's parameters (the paginator reads those)."""
-
-    PAGINATION = ("cursor", "page_size")
-
-    cursor = serializers.CharField(required=False)
-    page_size = QueryIntegerField(required=False, min_value=1)
-
-
-class RunListQuery(ListQuery):
+class RunListQuery(PageQuery):
     status = serializers.MultipleChoiceField(choices=RunStatus.choices, required=False, help_text="Repeatable")
     source = QueryIntegerField(required=False, max_value=BIGINT_MAX)
 
 
-class ItemListQuery(ListQuery):
+class ItemListQuery(PageQuery):
     run = serializers.UUIDField(required=False)
     source = QueryIntegerField(required=False, max_value=BIGINT_MAX)
     stage = serializers.ChoiceField(choices=ItemStage.choices, required=False)

@@ -11,10 +11,11 @@ from rest_framework.views import APIView
 from ingestion import selectors, services
 from ingestion.api import serializers as s
 from ingestion.models import IngestionItem, IngestionRun
-from pipeline_project.core.pagination import StrictCursorPagination
-from pipeline_project.core.schema import error_responses
-from pipeline_project.core.snapshot import snapshot
-from pipeline_project.core.validation import validated
+from pipeline_project.api.accepts import DeclaredRequestMixin, accepts
+from pipeline_project.api.pagination import StrictCursorPagination
+from pipeline_project.api.schema import error_responses
+from pipeline_project.api.serializers import PageQuery
+from pipeline_project.db.snapshot import snapshot
 
 
 def _run_response(run_id: uuid.UUID, **kwargs) -> Response:
@@ -44,16 +45,16 @@ class ItemPagination(StrictCursorPagination):
         return position.isascii() and position.isdigit() and len(position) < 19
 
 
-class ListView(generics.ListAPIView):
-    """A cursor-paginated list: its query validated by ``query_serializer``, its rows the
-    selector's, filtered by it; read and serialized in one snapshot."""
+class ListView(DeclaredRequestMixin, generics.GenericAPIView):
+    """A cursor-paginated list: its rows the selector's, filtered by the query its handler
+    declares; read and serialized in one snapshot."""
 
-    query_serializer: type[s.ListQuery]
+    # Not a ListAPIView: its undeclared get would be refused; each list's get is its own, and its
+    # schema says it answers a (paginated) list.
     filter_backends = ()  # the query serializer says what a query may filter
 
-    def listed(self, request, selector) -> Response:
-        query = validated(self.query_serializer, request.query_params)
-        filters = {name: value for name, value in query.items() if name not in s.ListQuery.PAGINATION}
+    def listed(self, selector, *, query: dict) -> Response:
+        filters = {name: value for name, value in query.items() if name not in PageQuery.PAGINATION}
         with snapshot():
             page = self.paginate_queryset(selector(**filters))
             return self.get_paginated_response(self.get_serializer(page, many=True).data)
@@ -63,30 +64,34 @@ class RunListView(ListView):
     permission_model = IngestionRun
     post_permission = "add"
     serializer_class = s.RunSerializer
-    query_serializer = s.RunListQuery
     pagination_class = RunPagination
 
-    @extend_schema(parameters=[s.RunListQuery], summary="Runs, newest first, filtered and cursor-paginated")
-    def get(self, request):
-        return self.listed(request, selectors.run_list)
+    @extend_schema(
+        parameters=[s.RunListQuery],
+        responses=s.RunSerializer(many=True),
+        summary="Runs, newest first, filtered and cursor-paginated",
+    )
+    @accepts(query=s.RunListQuery)
+    def get(self, request, *, query):
+        return self.listed(selectors.run_list, query=query)
 
     @extend_schema(
         request=s.RunCreateSerializer,
         responses={201: s.RunSerializer, **error_responses(**{"404": "No such source"})},
         summary="Create a pending run of a source",
     )
-    def post(self, request):
-        body = validated(s.RunCreateSerializer, request.data)
+    @accepts(body=s.RunCreateSerializer)
+    def post(self, request, *, body):
         run = services.run_create(**body)
         return _run_response(run.id, status=status.HTTP_201_CREATED)
 
 
-class RunDetailView(APIView):
+class RunDetailView(DeclaredRequestMixin, APIView):
     permission_model = IngestionRun
 
     @extend_schema(responses=s.RunSerializer, summary="A run with its stats")
+    @accepts()
     def get(self, request, run_id: uuid.UUID):
-        validated(s.NoQuery, request.query_params)
         return _run_response(run_id)
 
     @extend_schema(
@@ -94,8 +99,8 @@ class RunDetailView(APIView):
         responses={200: s.RunSerializer, **error_responses(**{"409": "The run's status cannot change that way"})},
         summary="Update a run's status, active stage, error message, stats or finish time",
     )
-    def patch(self, request, run_id: uuid.UUID):
-        body = validated(s.RunUpdateSerializer, request.data)
+    @accepts(body=s.RunUpdateSerializer)
+    def patch(self, request, run_id: uuid.UUID, *, body):
         services.run_update(run_id=run_id, **body)
         return _run_response(run_id)
 
@@ -104,18 +109,22 @@ class ItemListView(ListView):
     permission_model = IngestionItem
     post_permission = "change"
     serializer_class = s.ItemSerializer
-    query_serializer = s.ItemListQuery
     pagination_class = ItemPagination
 
-    @extend_schema(parameters=[s.ItemListQuery], summary="Items in id order, filtered and cursor-paginated")
-    def get(self, request):
-        return self.listed(request, selectors.item_list)
+    @extend_schema(
+        parameters=[s.ItemListQuery],
+        responses=s.ItemSerializer(many=True),
+        summary="Items in id order, filtered and cursor-paginated",
+    )
+    @accepts(query=s.ItemListQuery)
+    def get(self, request, *, query):
+        return self.listed(selectors.item_list, query=query)
 
     @extend_schema(
         request=s.ItemsUpsertSerializer,
         responses={200: s.UpsertResultSerializer, **error_responses(**{"404": "An item's run does not exist"})},
         summary='Upsert one item (an object) or many ({"items": [...]}) by (run_id, item_key)',
     )
-    def post(self, request):
-        body = validated(s.ItemsUpsertSerializer, request.data)
+    @accepts(body=s.ItemsUpsertSerializer)
+    def post(self, request, *, body):
         return Response(s.UpsertResultSerializer({"items": services.items_upsert(items=body["items"])}).data)

@@ -14,9 +14,9 @@ from typing import Any
 from ingestion import keys
 from ingestion.models import ItemStage, ItemStatus, ItemType, RunStatus
 from ingestion.services.runs import RunCanceled
-from pipeline_project.core import sql
-from pipeline_project.core.errors import InvalidInputError, NotFoundError
-from pipeline_project.core.storable import json_problem, text_problem
+from pipeline_project.api.errors import InvalidInputError, NotFoundError
+from pipeline_project.db import sql
+from pipeline_project.db.storable import json_problem, text_problem
 
 # Columns a client gives, and how a later write of an item treats an earlier value (section 7):
 # replaced, or replaced only by a value (coalesce). context_json is always replaced ({} if none).

@@ -22,12 +22,11 @@ from django.db.models.functions import Now
 
 from ingestion import selectors
 from ingestion.models import ENDED_RUN_STATUSES, IngestionItem, IngestionRun, ItemStatus, RunStage, RunStatus, Source
-from jobs.models import JobStatus
-from jobs.selectors import jobs_with_args
+from jobs.selectors import JobStatus, jobs_with_args
 from jobs.services import Enqueued, JobSpec, Selection, job_enqueue_many, jobs_cancel, jobs_retry
-from pipeline_project.core import sql
-from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
-from pipeline_project.core.storable import json_problem
+from pipeline_project.api.errors import ConflictError, InvalidInputError, NotFoundError
+from pipeline_project.db import sql
+from pipeline_project.db.storable import json_problem
 
 # What a run's status may become (section 4.3); a failed run runs again when its failed items are retried.
 RUN_TRANSITIONS = {

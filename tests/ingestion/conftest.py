@@ -1,6 +1,6 @@
 import pytest
 
-import ingestion.job_handlers  # noqa: F401  (registers the tasks, as runworker does; settling: ingestion.periodic)
+import ingestion.job_handlers  # noqa: F401  (registers the tasks, as runworker does; settling: ingestion.worker)
 from jobs.runtime.config import WorkerConfig
 from tests.ingestion import site as website
 from tests.jobs.helpers import FAST, worker_in_thread
@@ -21,5 +21,5 @@ def pipeline_settings(settings, tmp_path):
 
 @pytest.fixture
 def worker(pipeline_settings):
-    with worker_in_thread(WorkerConfig.from_settings({"default": 4}, **FAST)) as running:
+    with worker_in_thread(WorkerConfig.from_settings({"queue": {"default": 4}}, **FAST)) as running:
         yield running

@@ -59,7 +59,7 @@ def statuses(run, stage) -> dict[str, str]:
 
 def worker_config(concurrency: int = 4) -> WorkerConfig:
     """An in-process worker serving the default queue (the ingestion queue in tests)."""
-    return WorkerConfig.from_settings({"default": concurrency}, **FAST)
+    return WorkerConfig.from_settings({"queue": {"default": concurrency}}, **FAST)
 
 
 @contextmanager

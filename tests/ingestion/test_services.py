@@ -12,7 +12,7 @@ from ingestion import services
 from ingestion.models import IngestionItem, IngestionRun
 from jobs.models import Job
 from jobs.services import JobSpec
-from pipeline_project.core.errors import ConflictError, InvalidInputError, NotFoundError
+from pipeline_project.api.errors import ConflictError, InvalidInputError, NotFoundError
 from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
 from tests.db_helpers import run_in_threads
 from tests.ingestion.helpers import item, new_run

@@ -43,7 +43,7 @@ def test_claim_query_uses_the_stage_partial_index():
 
 
 def test_file_statuses_is_404_for_unknown_file():
-    from pipeline_project.core.errors import NotFoundError
+    from pipeline_project.api.errors import NotFoundError
 
     with pytest.raises(NotFoundError):
         selectors.file_statuses(filename="nope")

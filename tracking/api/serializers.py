@@ -1,13 +1,13 @@
 from rest_framework import serializers
 
-from pipeline_project.core.fields import (
+from pipeline_project.api.fields import (
     INT32_MAX,
     QueryIntegerField,
     StrictCharField,
     StrictIntegerField,
     contains_control_characters,
 )
-from pipeline_project.core.serializers import RequestSerializer
+from pipeline_project.api.serializers import RequestSerializer
 from tracking.models import Status
 
 MAX_SHARDS_PER_REGISTER = 10_000
@@ -78,7 +78,7 @@ class TransitionResponseSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=Status.choices)
 
 
-class QueueQuerySerializer(serializers.Serializer):
+class QueueQuerySerializer(RequestSerializer):
     limit = QueryIntegerField(min_value=1, max_value=QUEUE_LIMIT_MAX, default=QUEUE_LIMIT_DEFAULT)
     offset = QueryIntegerField(min_value=0, max_value=10**9, default=0)
     updated_since = serializers.DateTimeField(required=False, help_text="Only rows updated at or after this time.")

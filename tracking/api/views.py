@@ -4,9 +4,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pipeline_project.core.errors import NotFoundError
-from pipeline_project.core.schema import error_responses
-from pipeline_project.core.validation import validated
+from pipeline_project.api.accepts import DeclaredRequestMixin, accepts
+from pipeline_project.api.errors import NotFoundError
+from pipeline_project.api.schema import error_responses
 from tracking import selectors, services
 from tracking.api import serializers as s
 from tracking.models import QUEUE_STAGES, PipelineTracking
@@ -14,13 +14,14 @@ from tracking.models import QUEUE_STAGES, PipelineTracking
 STAGE_PARAMETER = OpenApiParameter("stage", str, OpenApiParameter.PATH, enum=list(QUEUE_STAGES))
 
 
-class TrackingView(APIView):
+class TrackingView(DeclaredRequestMixin, APIView):
     permission_model = PipelineTracking
     post_permission = "change"  # moving rows through their stages
 
 
 class FileDetailView(TrackingView):
     @extend_schema(responses=s.FileStatusResponseSerializer, summary="Statuses of every shard of a file")
+    @accepts()
     def get(self, request, filename):
         filename = s.validate_filename(filename)
         shards = selectors.file_statuses(filename=filename)
@@ -34,12 +35,13 @@ class FileRegisterView(FileDetailView):
     @extend_schema(
         request=s.FileRegisterSerializer, responses=s.FileRegisterResponseSerializer, summary="Register a file"
     )
-    def post(self, request):
-        data = validated(s.FileRegisterSerializer, request.data)
-        registration = services.file_register(filename=data["filename"], shards=data["shards"])
+    @accepts(body=s.FileRegisterSerializer)
+    def post(self, request, *, body):
+        registration = services.file_register(filename=body["filename"], shards=body["shards"])
         return Response(s.FileRegisterResponseSerializer(registration).data)
 
     @extend_schema(exclude=True)
+    @accepts()
     def get(self, request):
         return super().get(request, "register")
 
@@ -53,10 +55,11 @@ class EventIngestDoneView(TrackingView):
         },
         summary="Mark a file generated",
     )
-    def post(self, request):
-        data = validated(s.FileSerializer, request.data)
-        updated_rows = services.event_ingest_mark_done(filename=data["filename"])
-        return Response({"filename": data["filename"], "updated_rows": updated_rows})
+    @accepts(body=s.FileSerializer)
+    def post(self, request, *, body):
+        updated_rows = services.event_ingest_mark_done(filename=body["filename"])
+        done = {"filename": body["filename"], "updated_rows": updated_rows}
+        return Response(s.EventIngestDoneResponseSerializer(done).data)
 
 
 class StageTransitionView(TrackingView):
@@ -74,7 +77,8 @@ class StageTransitionView(TrackingView):
         },
         summary="Move one shard of a file through start, done, fail or retry",
     )
-    def post(self, request, stage, transition):
+    @accepts(body=s.ShardRowSerializer)
+    def post(self, request, stage, transition, *, body):
         stage = selectors.stage_get(slug=stage)
         if transition not in services.TRANSITIONS:
             raise NotFoundError(
@@ -82,9 +86,8 @@ class StageTransitionView(TrackingView):
                 code="unknown_transition",
                 details={"transitions": list(services.TRANSITIONS)},
             )
-        data = validated(s.ShardRowSerializer, request.data)
-        status = services.stage_transition(stage=stage, transition=transition, **data)
-        return Response({**data, "stage": stage.slug, "status": status})
+        status = services.stage_transition(stage=stage, transition=transition, **body)
+        return Response(s.TransitionResponseSerializer({**body, "stage": stage.slug, "status": status}).data)
 
 
 class QueueView(TrackingView):
@@ -93,9 +96,9 @@ class QueueView(TrackingView):
         responses=s.QueueResponseSerializer,
         summary="Rows ready for a stage, oldest first",
     )
-    def get(self, request, stage):
+    @accepts(query=s.QueueQuerySerializer)
+    def get(self, request, stage, *, query):
         stage = selectors.stage_get(slug=stage)
-        query = validated(s.QueueQuerySerializer, request.query_params)
         items = selectors.queue_list(stage=stage, **query)
         return Response(s.QueueResponseSerializer({"stage": stage.slug, "items": items}).data)
 
@@ -107,14 +110,15 @@ class QueueClaimView(TrackingView):
         responses=s.QueueResponseSerializer,
         summary="Atomically take up to `limit` ready rows (they become `started`)",
     )
-    def post(self, request, stage):
+    @accepts(body=s.QueueClaimSerializer)
+    def post(self, request, stage, *, body):
         stage = selectors.stage_get(slug=stage)
-        data = validated(s.QueueClaimSerializer, request.data)
-        items = services.queue_claim(stage=stage, limit=data["limit"])
+        items = services.queue_claim(stage=stage, limit=body["limit"])
         return Response(s.QueueResponseSerializer({"stage": stage.slug, "items": items}).data)
 
 
 class MetricsSummaryView(TrackingView):
     @extend_schema(responses=s.MetricsSummarySerializer, summary="Counts by stage and by shard")
+    @accepts()
     def get(self, request):
         return Response(s.MetricsSummarySerializer(selectors.metrics_summary()).data)

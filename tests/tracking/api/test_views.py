@@ -303,7 +303,8 @@ def test_queue_updated_since_filters_on_updated_at(api):
 
 
 @pytest.mark.parametrize(
-    "query", ["limit=0", "limit=1001", "limit=x", "offset=-1", "offset=abc", "updated_since=yesterday", "limit=%00"]
+    "query",
+    ["limit=0", "limit=1001", "limit=x", "offset=-1", "offset=abc", "updated_since=yesterday", "limit=%00", "limt=5"],
 )
 def test_queue_rejects_bad_parameters(api, query):
     response = api.get(f"{BASE}/queues/shard-worker?{query}")

@@ -3,10 +3,10 @@
 from django.conf import settings
 
 from ingestion import services
-from jobs.runtime.periodic import PeriodicTask
+from jobs.runtime.periodic import PeriodicWork
 from jobs.runtime.registry import periodic_tasks
 
 
 @periodic_tasks
-def ingestion_tasks(config) -> list[PeriodicTask]:
-    return [PeriodicTask("ingestion.settle", settings.INGESTION_SETTLE_PERIOD_SEC, services.runs_settle)]
+def ingestion_tasks(config) -> list[PeriodicWork]:
+    return [PeriodicWork("ingestion.settle", settings.INGESTION_SETTLE_PERIOD_SEC, services.runs_settle)]
