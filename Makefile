@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run test lint bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-worker-size db-stop clean
+.PHONY: install setup run test lint bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-worker-size bench-chaos db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,10 @@ bench-web: install
 # (10M jobs, 40M job events, ...; seeded in SQL into big_control / big_pipeline; BENCH_ARGS="--scale 0.02").
 bench-big: install
 	$(BIN)/python bench/big_tables.py $(BENCH_ARGS)
+
+# Faults at a production rate (restart, kills, held xmin, a frozen worker, ...), on a cluster of its own.
+bench-chaos: install
+	$(BIN)/python bench/chaos.py $(BENCH_ARGS)
 
 # The worker on those tables (after bench-big): drain and pickup beside an empty database, retention under churn.
 bench-worker-size: install

@@ -534,7 +534,7 @@ SELECT j.*, CASE WHEN j.status = 'queued' THEN 0 ELSE 1 END AS attempt FROM (
            'ingestion:' || run_id || ':download:source_url_url:' || digest, 'ingestion:' || run_id || ':source_url_url:' || digest,
            100, NULL, 5, 60, link_ts, doc_start - link_ts, doc_end - doc_start,
            pg_temp.job_status(%(t0)s, doc_start, doc_end, doc_fate = 'failed'),
-           'FatalError: ' || doc_error, 'jobs.registry.FatalError', format(%(traceback)s, 165, 'download', doc_error),
+           'FatalError: ' || doc_error, 'jobs.handlers.FatalError', format(%(traceback)s, 165, 'download', doc_error),
            CASE WHEN doc_fate = 'skipped' THEN jsonb_build_object('skipped', 'not a document: text/html')
                 ELSE jsonb_build_object('bytes', bytes, 'sha256', md5(url) || md5(digest), 'kind', 'pdf') END,
            (%(workers)s::text[])[1 + mod(k, %(worker_count)s)]
@@ -546,7 +546,7 @@ SELECT j.*, CASE WHEN j.status = 'queued' THEN 0 ELSE 1 END AS attempt FROM (
            'ingestion:' || run_id || ':ocr:document_url:' || digest, 'ingestion:' || run_id || ':document_url:' || digest,
            100, NULL, 5, 300, doc_end, ocr_start - doc_end, ocr_end - ocr_start,
            pg_temp.job_status(%(t0)s, ocr_start, ocr_end, ocr_fate = 'failed'),
-           'FatalError: ' || ocr_error, 'jobs.registry.FatalError', format(%(traceback)s, 196, 'ocr', ocr_error),
+           'FatalError: ' || ocr_error, 'jobs.handlers.FatalError', format(%(traceback)s, 196, 'ocr', ocr_error),
            CASE WHEN ocr_fate = 'skipped' THEN jsonb_build_object('skipped', 'tesseract is not installed')
                 ELSE jsonb_build_object('status', CASE WHEN ocr_fate = 'review_required' THEN 'review_required'
                                                        ELSE 'completed' END,
@@ -1279,7 +1279,7 @@ def page_endpoints(ids: dict) -> list[Endpoint]:
 
 def _pages_by_key() -> bool:
     try:
-        from pipeline_project.core.admin import KeysetChangeList  # noqa: F401
+        from pipeline_project.web.admin import KeysetChangeList  # noqa: F401
     except ImportError:
         return False
     return True
@@ -1352,7 +1352,7 @@ def clients():
 
 def register_namespaces() -> None:
     """The seeded processes' namespaces (the process API answers 404 for one nobody declared)."""
-    from jobs.processes.registry import get, namespace
+    from jobs.processes.namespaces import get, namespace
 
     for name in NAMESPACES:
         if get(name) is None:

@@ -14,6 +14,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pipeline_project.settings")
 
-from pipeline_project.databases import connection_params, database_url  # noqa: E402 - importable once ROOT is on sys.path
+from pipeline_project.db.connections import connection_params, database_url  # noqa: E402 - importable once ROOT is on sys.path
 
 PYTHON = sys.executable
 # A prefix of its own lets two benchmarks share one server without dropping each other's databases.
@@ -170,6 +171,25 @@ def gunicorn(
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+class Background:
+    """A thread that runs ``_run`` while a ``with`` block runs; ``_run`` ends once ``_stop`` is set."""
+
+    def __init__(self):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        raise NotImplementedError
 
 
 class HttpClient:

@@ -370,11 +370,11 @@ def engine_worker(concurrency: int):
     from django.conf import settings
 
     import jobs.dbstates.job_handlers  # noqa: F401  (registers sqlrs.prepare)
-    from jobs.registry import registry
+    from jobs.handlers import registry
     from jobs.runtime.build import build_worker
     from jobs.runtime.config import WorkerConfig
 
-    worker = build_worker(WorkerConfig.from_settings({settings.SQLRS_QUEUE: concurrency}), registry)
+    worker = build_worker(WorkerConfig.from_settings({"queue": {settings.SQLRS_QUEUE: concurrency}}), registry)
     thread = threading.Thread(target=worker.run, name="sqlrs-worker", daemon=True)
     thread.start()
     try:

@@ -44,10 +44,10 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import psycopg
-from common import PYTHON, ROOT, HttpClient, free_port, manage, print_table, stop
+from common import PYTHON, ROOT, Background, HttpClient, bench_env, free_port, manage, print_table, stop
 from psycopg import sql
 
-from pipeline_project.databases import database_url
+from pipeline_project.db.connections import database_url
 
 DATABASES = {"default": "fleet_control", "pipeline": "fleet_pipeline"}
 QUEUE = "bench"
@@ -81,28 +81,39 @@ def postgres_bin() -> Path:
 @contextmanager
 def scratch_server(directory: Path, *, statements: bool = False):
     """A PostgreSQL server of our own: max_connections = 100, loopback, trust; its log in ``directory``."""
-    binaries, data, port = postgres_bin(), directory / "data", free_port()
-    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    if as_user:
+    data, port = directory / "data", free_port()
+    if os.geteuid() == 0:
         shutil.chown(directory, "postgres")
     subprocess.run(
-        [*as_user, binaries / "initdb", "-D", data, "-U", "postgres", "-A", "trust"], check=True, capture_output=True
+        [*_as_postgres(), postgres_bin() / "initdb", "-D", data, "-U", "postgres", "-A", "trust"],
+        check=True,
+        capture_output=True,
     )
     settings = f"max_connections = {MAX_CONNECTIONS}\nport = {port}\nlisten_addresses = '127.0.0.1'\n"
     settings += "unix_socket_directories = ''\nfsync = off\nshared_buffers = 256MB\njit = off\n"
     if statements:
-        settings += "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n"
+        # Every statement counted, and the plan of any that ran over a second written to the log.
+        settings += "shared_preload_libraries = 'pg_stat_statements, auto_explain'\npg_stat_statements.track = all\n"
+        settings += "auto_explain.log_min_duration = '1s'\nauto_explain.log_nested_statements = on\n"
+        settings += "log_lock_waits = on\nlog_autovacuum_min_duration = '1s'\n"
     (data / "postgresql.auto.conf").write_text(settings)
     log = directory / "server.log"
-    subprocess.run(
-        [*as_user, binaries / "pg_ctl", "-D", data, "-l", log, "-w", "start"], check=True, capture_output=True
-    )
+    pg_ctl(directory, "-l", log, "start")
     try:
         yield {"host": "127.0.0.1", "port": port, "user": "postgres", "dbname": "postgres"}, log
     finally:
-        subprocess.run(
-            [*as_user, binaries / "pg_ctl", "-D", data, "-m", "fast", "stop"], capture_output=True, check=False
-        )
+        pg_ctl(directory, "-m", "fast", "stop", check=False)
+
+
+def pg_ctl(directory: Path, *args, check: bool = True) -> None:
+    """pg_ctl on the scratch server made in ``directory``, waiting until it is done."""
+    command = [*_as_postgres(), postgres_bin() / "pg_ctl", "-D", directory / "data", "-w", *args]
+    subprocess.run(command, check=check, capture_output=True)
+
+
+def _as_postgres() -> list[str]:
+    """The server refuses to run as root: run its binaries as postgres then."""
+    return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
 
 def environment(server: dict, bouncer_port: int, *, prefix: str = "") -> dict:
@@ -126,14 +137,8 @@ def prepare_databases(server: dict) -> None:
     with psycopg.connect(**server, autocommit=True) as conn:
         for name in DATABASES.values():
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    direct = {
-        **os.environ,
-        "DATABASE_URL": database_url({**server, "dbname": DATABASES["default"]}),
-        "PIPELINE_DATABASE_URL": database_url({**server, "dbname": DATABASES["pipeline"]}),
-        "LOG_LEVEL": "WARNING",
-    }
     for alias in DATABASES:
-        manage(direct, "migrate", "--noinput", "--database", alias)
+        manage(bench_env(server, DATABASES), "migrate", "--noinput", "--database", alias)
 
 
 def control(server: dict) -> psycopg.Connection:
@@ -197,22 +202,13 @@ def web(env: dict, logs: Path):
         stop(process)
 
 
-class Sampler:
+class Sampler(Background):
     """Server backends every 100 ms: pooled (PgBouncer's) and direct; PgBouncer's waiting clients."""
 
     def __init__(self, server: dict, bouncer_port: int):
+        super().__init__()
         self.server, self.bouncer_port = server, bouncer_port
         self.peak = {"backends": 0, "pooled": 0, "direct": 0, "waiting": 0}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
     def _run(self) -> None:
         admin = {**self.server, "port": self.bouncer_port, "dbname": "pgbouncer"}

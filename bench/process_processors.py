@@ -4,7 +4,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from jobs.processes.registry import namespace
+from jobs.processes.namespaces import namespace
 
 
 @namespace("bench.echo", concurrency=16)

@@ -84,7 +84,7 @@ def processes_served():
     finally:
         if worker is not None:
             stop(worker)
-        from pipeline_project.core.notifications import blocking_hub
+        from pipeline_project.web.notifications import blocking_hub
 
         blocking_hub.close()
         drop_bench_databases(params)

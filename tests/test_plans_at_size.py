@@ -16,7 +16,7 @@ from django.test import Client
 
 from ingestion.models import IngestionRun, Source
 from pipeline_project.core import services as core_services
-from pipeline_project.databases import connection_params
+from pipeline_project.db.connections import connection_params
 from tests.conftest import ALL_DATABASES
 from tests.jobs.processes import processors  # noqa: F401 (registers the namespace of the API's process)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pipeline_project.databases import connection_params, database_url
+from pipeline_project.db.connections import connection_params, database_url
 from tests.helpers import free_port, unprivileged_user
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
@@ -75,6 +75,7 @@ class PgBouncer:
     port: int
     process: subprocess.Popen
     log: Path
+    command: list[str]
 
     def params(self, alias: str = "default") -> dict:
         """psycopg.connect() parameters of ``alias``'s (test) database through the pooler, as a
@@ -95,6 +96,16 @@ class PgBouncer:
             "DB_BEHIND_POOLER": "1",
             "DB_LISTEN_URL": database_url(connection_params("default")),
         }
+
+    def restart(self, *, down_sec: float = 0) -> None:
+        """Stop the pooler at once (SIGTERM: its clients' connections are cut) and start it again
+        on its port ``down_sec`` later."""
+        self.process.terminate()
+        self.process.wait(timeout=10)
+        time.sleep(down_sec)
+        with self.log.open("a") as output:
+            self.process = subprocess.Popen(self.command, stdout=output, stderr=subprocess.STDOUT)
+        _wait_until_it_answers(self)
 
     def show(self, what: str) -> list[dict]:
         """A SHOW command of PgBouncer's admin console (CLIENTS, SERVERS, POOLS, ...), as rows."""
@@ -170,9 +181,10 @@ def started(
     )
     log = directory / "pgbouncer.log"
     as_user = ["-u", unprivileged_user(server["host"])] if os.geteuid() == 0 else []
+    command = [PGBOUNCER, *as_user, str(config)]
     with log.open("w") as output:
-        process = subprocess.Popen([PGBOUNCER, *as_user, str(config)], stdout=output, stderr=subprocess.STDOUT)
-    bouncer = PgBouncer(port=port, process=process, log=log)
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    bouncer = PgBouncer(port=port, process=process, log=log, command=command)
     try:
         _wait_until_it_answers(bouncer)
         yield bouncer

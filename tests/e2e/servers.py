@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_project.databases import connection_params
+from pipeline_project.db.connections import connection_params
 from tests.db_helpers import subprocess_database_env
 from tests.helpers import free_port, unprivileged_user
 

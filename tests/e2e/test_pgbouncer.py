@@ -8,7 +8,7 @@ from unittest.mock import patch
 import psycopg
 import pytest
 
-from pipeline_project.databases import connection_params, database_url, listen_connection_params
+from pipeline_project.db.connections import connection_params, database_url, listen_connection_params
 from tests.db_helpers import subprocess_database_env
 from tests.e2e import pgbouncer
 from tests.e2e.conftest import manage
@@ -73,7 +73,7 @@ def test_the_listener_connects_where_db_listen_url_says_and_nowhere_else(setting
     back through it (or, with a socket directory, to a socket that does not exist)."""
     pooled = {**connection_params(), "host": "127.0.0.1", "port": 6432, "user": "pooled", "password": "pooled"}
     settings.DB_LISTEN_URL = "postgres://listener@%2Fvar%2Frun%2Fpostgresql/control"
-    with patch("pipeline_project.databases.connection_params", return_value=pooled):
+    with patch("pipeline_project.db.connections.connection_params", return_value=pooled):
         listening = listen_connection_params()
         settings.DB_LISTEN_URL = ""
         unset = listen_connection_params()

@@ -10,7 +10,7 @@ from jobs.processes import services
 from jobs.processes.models import Process, Running, Task
 from jobs.processes.selectors import process_get
 from jobs.processes.types import StepTimeoutError
-from pipeline_project.core.notifications import blocking_hub
+from pipeline_project.web.notifications import blocking_hub
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.e2e.conftest import manage, stop
 from tests.helpers import wait_for

@@ -12,7 +12,7 @@ import pytest
 
 from jobs import services
 from jobs.models import Job, JobEvent, Worker
-from pipeline_project import embedded_postgres
+from pipeline_project.db import embedded as embedded_postgres
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection, subprocess_database_env
 from tests.e2e.conftest import manage, runworker, status_counts, stop
@@ -57,8 +57,30 @@ def test_kill_9_with_jobs_in_flight_loses_nothing():
     assert status_counts() == {"succeeded": 40}
     for job_id in orphaned:
         reasons = [event.payload.get("reason") for event in JobEvent.objects.filter(job_id=job_id, kind="requeue")]
-        assert "lease_expired" in reasons
+        assert {"worker_gone", "lease_expired"} & set(reasons)  # found gone, or its lease ran out first
         assert Job.objects.get(job_id=job_id).attempt == 2
+
+
+def test_a_killed_worker_s_job_runs_again_within_15_s_long_before_its_lease_ends():
+    """Found by its listening session, gone with its process: neither its lease (10 minutes) nor
+    its silence (forgotten after 10 heartbeats, 100 s here) is waited for."""
+    (job,) = enqueue_many(1, args={"seconds": 120}, lease_ttl_sec=600)
+    env = {**subprocess_database_env(), "DL_HEARTBEAT_SEC": "10"}
+
+    with runworker("--queue", "default:1", env=env) as doomed:
+        wait_for(lambda: status_counts().get("running") == 1, timeout=30, what="the job to run")
+        doomed.kill()
+        killed_at = time.monotonic()
+        doomed.wait()
+    with runworker("--queue", "default:1", env=env):
+        wait_for(lambda: Job.objects.get(job_id=job.job_id).attempt == 2, timeout=15, what="the job to run again")
+        rerun_after = time.monotonic() - killed_at
+        assert Job.objects.get(job_id=job.job_id).status == "running"
+        requeues = JobEvent.objects.filter(job_id=job.job_id, kind="requeue")
+        assert [event.payload["reason"] for event in requeues] == ["worker_gone"]  # not lease_expired
+
+    assert rerun_after < 15, rerun_after
+    assert not Worker.objects.filter(pid=doomed.pid).exists()  # the dead worker is forgotten with it
 
 
 def test_a_postgresql_restart_during_a_run_loses_no_job(private_postgres):
@@ -318,7 +340,8 @@ def test_64_slots_querying_the_database_hold_at_most_the_pool_and_the_listener()
 
     with (
         raw_connection(autocommit=True) as observer,
-        runworker("--queue", "default:64", "--metrics-port", str(port), env=env),
+        # No housekeeping: retention would prune some of the 256 identical jobs before they are counted.
+        runworker("--queue", "default:64", "--metrics-port", str(port), "--no-reaper", env=env),
     ):
 
         def sample():
