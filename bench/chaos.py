@@ -38,6 +38,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -393,6 +394,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     from tests.e2e.pgbouncer import started as pgbouncer_started
+
+    # A stopped bench (SIGTERM) leaves the way Ctrl-C does: its workers, servers and cluster go with it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     names = args.scenario or list(SCENARIOS)
     reports = []

@@ -17,14 +17,24 @@ def retry_delay(failures: int) -> float:
     return min(1.0, 0.1 * 2 ** min(failures, 5))
 
 
+# The runtime's statements each have one right index walk. The planner chose others from statistics
+# that describe a nearly empty table (the plans made in a new deployment's first seconds scanned
+# the whole table for every claimed job) or, after an ANALYZE under a held xmin, a few live jobs
+# in indexes full of entries it cannot see (probes of a key's queued jobs walked the seed's
+# ``ix_dl_jobs_claim`` end to end, 18-s claims): with these off, only the indexes that reach a row
+# or deliver a statement's order serve it. Measured in bench/chaos.py (README, "Faults survived").
+PLANNER_STEERING = {"enable_seqscan": "off", "enable_sort": "off"}
+
+
 def configure_session(synchronous_commit: str) -> None:
     """Session settings for the runtime's own statements on this thread's (pooled) connection:
-    generic plans (:func:`use_generic_plans`) and ``synchronous_commit``, which is put back
-    before the pool lends the connection to another thread."""
+    generic plans (:func:`use_generic_plans`), ``PLANNER_STEERING`` and ``synchronous_commit``,
+    which are put back (in the one round trip of the pool's check) before the pool lends the
+    connection to another thread: a handler's statements are planned as anywhere else."""
     if settings.DB_BEHIND_POOLER:
         return
     use_generic_plans()
-    session_set(connection.connection, {"synchronous_commit": synchronous_commit}, restore=synchronous_commit != "on")
+    session_set(connection.connection, {**PLANNER_STEERING, "synchronous_commit": synchronous_commit}, restore=True)
 
 
 def use_generic_plans() -> None:
