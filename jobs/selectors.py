@@ -92,8 +92,14 @@ def jobs_with_args(*, values: dict[str, str | Expression], statuses: Iterable[st
     return jobs.order_by("created_at", "job_id")
 
 
-def next_available_at(*, queues: list[str]) -> datetime | None:
+def next_available_at(*, queues: list[str], due_since_sec: float = 0.0) -> datetime | None:
     """When the earliest not-yet-available queued job of these queues becomes available.
+
+    ``due_since_sec``: jobs that became available in the last that many seconds count too (an
+    answer in the past: claim now). A worker passes the time since its last claim began: a job
+    that came due between that claim and this read was not claimable then, and no NOTIFY says so
+    (without it, that job waited for the safety sweep). Jobs due before then and still queued
+    wait for a busy lock_key, whose end wakes the worker.
 
     Reads the seed's ix_dl_jobs_claim index (queue, available_at) once per queue. Jobs waiting
     for others do not count: the trigger releasing them wakes the workers.
@@ -102,11 +108,12 @@ def next_available_at(*, queues: list[str]) -> datetime | None:
         """
         SELECT min(soonest) FROM unnest(%(queues)s::text[]) AS q(name), LATERAL (
             SELECT available_at AS soonest FROM dl_jobs
-            WHERE status = 'queued' AND queue = q.name AND available_at > now() AND available_at < %(waiting)s
+            WHERE status = 'queued' AND queue = q.name
+              AND available_at > now() - make_interval(secs => %(due_since)s) AND available_at < %(waiting)s
             ORDER BY available_at LIMIT 1
         ) AS next_job
         """,
-        {"queues": queues, "waiting": WAITING_AVAILABLE_AT},
+        {"queues": queues, "due_since": due_since_sec, "waiting": WAITING_AVAILABLE_AT},
     )[0][0]
 
 

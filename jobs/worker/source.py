@@ -227,7 +227,7 @@ class QueueSource:
 
     def _claim(self) -> None:
         drained = False
-        now = time.monotonic()
+        now = time.monotonic()  # before the claims: their statements' now() is later
         for queue, lane in self.lanes.items():
             due = self._claim_due_at(queue)
             if not self._may_have_work[queue] or due is None or due > now:
@@ -257,7 +257,7 @@ class QueueSource:
                 self._limited.came_up_short(queue)
                 drained = True
         if drained:
-            self._schedule_next_available()
+            self._schedule_next_available(due_since_sec=time.monotonic() - now)
 
     def _set_aside_unclaimable(self, queue: str, limit: int) -> bool:
         """After a claim the database refused: fail the jobs it refuses, so the rest can run."""
@@ -268,9 +268,10 @@ class QueueSource:
             metrics.SET_ASIDE.labels(queue=queue).inc(len(refused))
         return bool(refused)
 
-    def _schedule_next_available(self) -> None:
-        """Set the timer to the earliest future available_at in our queues (none fires a NOTIFY)."""
-        soonest = selectors.next_available_at(queues=list(self.queues))
+    def _schedule_next_available(self, *, due_since_sec: float = 0.0) -> None:
+        """Set the timer to the earliest future available_at in our queues (none fires a NOTIFY),
+        counting jobs that came due in the last ``due_since_sec`` (after the claim that found none)."""
+        soonest = selectors.next_available_at(queues=list(self.queues), due_since_sec=due_since_sec)
         self._next_available = (
             None if soonest is None else time.monotonic() + max(0.0, (soonest - timezone.now()).total_seconds())
         )

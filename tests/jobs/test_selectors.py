@@ -21,6 +21,16 @@ def test_next_available_at_is_the_soonest_future_job_of_the_given_queues():
     assert selectors.next_available_at(queues=["nothing"]) is None
 
 
+def test_next_available_at_counts_a_job_that_came_due_since_the_last_claim_began():
+    """A job that came due between a worker's claim (which found it not yet available) and this
+    read: without the claim's time, no timer and no NOTIFY, and it waited for the safety sweep."""
+    came_due = timezone.now() - timedelta(seconds=2)
+    enqueue(task="t", queue="d", available_at=came_due)
+
+    assert selectors.next_available_at(queues=["d"]) is None  # due before the claim: a busy key's
+    assert selectors.next_available_at(queues=["d"], due_since_sec=5) == came_due  # claim at once
+
+
 def test_queue_depths_by_queue_and_status():
     for queue in ["a", "a", "b"]:
         enqueue(task="t", queue=queue)
