@@ -189,6 +189,7 @@ def started(
         _wait_until_it_answers(bouncer)
         yield bouncer
     finally:
+        process = bouncer.process  # the one running now: restart() replaces it
         process.send_signal(signal.SIGINT)  # a safe shutdown: it waits for clients' transactions to end
         try:
             process.wait(timeout=10)
