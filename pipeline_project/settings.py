@@ -302,6 +302,8 @@ DL_SWEEP_SEC = env_number("DL_SWEEP_SEC", 30)  # safety sweep for lost notificat
 DL_SHUTDOWN_TIMEOUT_SEC = env_number("DL_SHUTDOWN_TIMEOUT_SEC", 30)
 DL_CLAIM_BATCH = env_number("DL_CLAIM_BATCH", 100, int)  # most jobs one claim statement takes
 DL_CLAIM_COALESCE_SEC = env_number("DL_CLAIM_COALESCE_SEC", 0.002)  # a busy queue waits this long to claim in bulk
+# A claim from a queue's head this slow (a held xmin) makes the next ones start at a floor (jobs.worker.floors).
+DL_CLAIM_FLOOR_AFTER_SEC = env_number("DL_CLAIM_FLOOR_AFTER_SEC", 0.02)
 DL_RECORD_LINGER_SEC = env_number("DL_RECORD_LINGER_SEC", 0.005)  # results wait this long to share a statement
 DL_PROGRESS_INTERVAL_SEC = env_number("DL_PROGRESS_INTERVAL_SEC", 1.0)  # ctx.progress() writes at most this often
 # The worker's own claims and results; "off" risks only re-running jobs after a database crash.

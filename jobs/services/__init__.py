@@ -8,9 +8,12 @@ names from here: ``from jobs import services; services.job_enqueue(...)``.
 """
 
 from jobs.services.claims import (
+    Claim,
     ClaimedJob,
+    ClaimFloor,
     is_lock_key_race,
     jobs_claim,
+    jobs_claim_from,
     jobs_claim_limited,
     jobs_set_aside_unclaimable,
 )
@@ -73,6 +76,8 @@ __all__ = [
     "PERIODIC_LOCK_SPACE",
     "REAP_BATCH",
     "TEXT_LIMITS",
+    "Claim",
+    "ClaimFloor",
     "ClaimedJob",
     "Counts",
     "Deletion",
@@ -97,6 +102,7 @@ __all__ = [
     "job_spec_problems",
     "jobs_cancel",
     "jobs_claim",
+    "jobs_claim_from",
     "jobs_claim_limited",
     "jobs_complete",
     "jobs_delete",

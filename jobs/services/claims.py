@@ -4,8 +4,9 @@ The claim's SQL is shared with ``jobs.services.outcomes``, whose statement ends 
 claims the next job for its slot in one go.
 """
 
+import datetime
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import DatabaseError, IntegrityError, transaction
 
@@ -42,6 +43,25 @@ CLAIMED_COLUMNS = """
             WHERE s.queue = j.queue AND s.lock_key = j.lock_key AND s.status = 'queued'
             ORDER BY s.priority, s.created_at, s.job_id LIMIT 2) AS queued_of_key) = 2
 """
+
+
+@dataclass(frozen=True, order=True)
+class ClaimFloor:
+    """A place in a queue's claim order (priority, created_at, job_id), where a claim starts reading."""
+
+    priority: int
+    created_at: datetime.datetime
+    job_id: uuid.UUID
+
+
+# Before every job: priorities are never negative (``dl_jobs_chk_positive``).
+QUEUE_HEAD = ClaimFloor(0, datetime.datetime.min.replace(tzinfo=datetime.UTC), uuid.UUID(int=0))
+
+
+@dataclass(frozen=True)
+class Claim:
+    jobs: list[ClaimedJob] = field(default_factory=list)
+    window_head: ClaimFloor | None = None  # the first available job the claim read (None: it read none)
 
 
 def claimed_job(row) -> ClaimedJob:
@@ -105,6 +125,7 @@ CLAIM_CTES = """
     claim_window AS MATERIALIZED (
         SELECT job_id, lock_key, priority, created_at FROM dl_jobs
         WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now()
+          AND (priority, created_at, job_id) >= (%(floor_priority)s::integer, %(floor_created_at)s::timestamptz, %(floor_job_id)s::uuid)
           AND {unlimited}
         ORDER BY priority, created_at, job_id
         LIMIT %(window)s
@@ -172,9 +193,13 @@ def claim_ctes(*, after: str = "") -> str:
     )
 
 
-def claim_params(*, queue: str, limit: int, ending: list[uuid.UUID] = ()) -> dict:
+def claim_params(*, queue: str, limit: int, ending: list[uuid.UUID] = (), floor: ClaimFloor | None = None) -> dict:
+    floor = floor or QUEUE_HEAD
     return {
         "queue": queue,
+        "floor_priority": floor.priority,
+        "floor_created_at": floor.created_at,
+        "floor_job_id": floor.job_id,
         "limit": limit,
         "window": CLAIM_WINDOW,
         "max_keys": CLAIM_MAX_KEYS,
@@ -201,15 +226,36 @@ def jobs_claim(*, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
     claim that loses a race to it (two queues, one key) fails with a unique violation, and
     the caller simply claims again.
     """
+    return jobs_claim_from(queue=queue, limit=limit, worker_id=worker_id, floor=None).jobs
+
+
+def jobs_claim_from(*, queue: str, limit: int, worker_id: str, floor: ClaimFloor | None) -> Claim:
+    """Claim like ``jobs_claim``, reading the queue's available jobs from ``floor`` on (None: from
+    its head), and say where the read began: the floor for the next claim.
+
+    Why a floor: under a held xmin (a long transaction, a REPEATABLE READ reader) every job claimed
+    since leaves an index entry no vacuum may remove, and a claim from the head walks them all (at
+    1,000 jobs/s, 235,000 after four minutes: claims of seconds). No job before the window's head
+    was available to this claim, so the next one may start there and walk only the entries of the
+    jobs claimed in between. Jobs that become available behind a floor (retries, jobs coming due
+    or put back, a higher priority) are found by the next claim without one (``jobs.worker.floors``).
+    """
     rows = sql.rows(
         f"""
         WITH RECURSIVE {claim_ctes()},
         journal AS (INSERT INTO dl_job_events (job_id, queue, kind, payload) {PICKED_EVENTS})
-        SELECT * FROM claimed ORDER BY priority, created_at, job_id
+        SELECT head.priority, head.created_at, head.job_id, claimed.*
+        FROM (SELECT priority, created_at, job_id FROM claim_window LIMIT 1) AS head LEFT JOIN claimed ON true
+        ORDER BY claimed.priority, claimed.created_at, claimed.job_id
         """,
-        {**claim_params(queue=queue, limit=limit), "worker": worker_id},
+        {**claim_params(queue=queue, limit=limit, floor=floor), "worker": worker_id},
     )
-    return [claimed_job(row) for row in rows]
+    if not rows:
+        return Claim()
+    return Claim(
+        jobs=[claimed_job(row[3:]) for row in rows if row[3] is not None],
+        window_head=ClaimFloor(*rows[0][:3]),
+    )
 
 
 # The claim of a limited queue, run after ``jobs_claim_limited`` locked the queue's row, so its

@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from jobs.models import NOTIFY_CHANNEL
-from jobs.services.claims import PICKED_EVENTS, ClaimedJob, claim_ctes, claim_params, claimed_job
+from jobs.services.claims import PICKED_EVENTS, ClaimedJob, ClaimFloor, claim_ctes, claim_params, claimed_job
 from jobs.services.leases import LEASE_GUARD, LOCKED_IN_ORDER, Lease, in_batches
 from pipeline_project.db import sql
 
@@ -145,7 +145,12 @@ _AFTER_ENDED = """
 
 
 def job_complete_and_claim(
-    *, outcome: Outcome, queue: str, worker_id: str, synchronous_commit: str | None = None
+    *,
+    outcome: Outcome,
+    queue: str,
+    worker_id: str,
+    synchronous_commit: str | None = None,
+    floor: ClaimFloor | None = None,
 ) -> tuple[str | None, ClaimedJob | None]:
     """Record one run's outcome and claim the next job for its slot, in one statement.
 
@@ -153,7 +158,7 @@ def job_complete_and_claim(
     slot goes to the queue's first claimable job — the key's next job, unless another is due
     before it — with no claim round trip and no race between workers for it. Returns the
     job's new status (None: the lease was gone, nothing written or claimed) and the claimed
-    job, if any.
+    job, if any. ``floor``: where the claim starts reading (``jobs_claim_from``).
     """
     rows = sql.rows(
         f"""
@@ -166,7 +171,7 @@ def job_complete_and_claim(
         """,
         {
             **_end_params([outcome], worker_id=worker_id, synchronous_commit=synchronous_commit),
-            **claim_params(queue=queue, limit=1, ending=[outcome.lease.job_id]),
+            **claim_params(queue=queue, limit=1, ending=[outcome.lease.job_id], floor=floor),
         },
     )
     if not rows:

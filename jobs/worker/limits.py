@@ -16,6 +16,7 @@ import time
 
 from jobs import selectors, services
 from jobs.models import Queue
+from jobs.worker.alarms import QueueAlarms
 
 MIN_RETRY_SEC = 0.02
 MAX_RETRY_SEC = 1.0
@@ -26,7 +27,7 @@ class LimitedQueues:
         self.queues = list(queues)
         self.limits: dict[str, Queue] = {}  # read by handler threads: replaced, never changed
         self._stale = True
-        self._retry_at: dict[str, float] = {}  # monotonic time a short limited queue is claimed again
+        self._retries = QueueAlarms()  # a short limited queue is claimed again
         self._ended: set[str] = set()  # limited queues whose jobs ended since the last announcement
 
     def __contains__(self, queue: str) -> bool:
@@ -40,29 +41,28 @@ class LimitedQueues:
             self.limits = selectors.queue_limits(queues=self.queues)
             self._stale = False
 
-    def claim(self, *, queue: str, limit: int, worker_id: str) -> list[services.ClaimedJob]:
-        claim = services.jobs_claim_limited if queue in self.limits else services.jobs_claim
-        return claim(queue=queue, limit=limit, worker_id=worker_id)
+    def claim(self, *, queue: str, limit: int, worker_id: str, floor: services.ClaimFloor | None) -> services.Claim:
+        """Claim from ``queue``: within its limits, if it has any (always from its head), else from ``floor``."""
+        if queue in self.limits:
+            return services.Claim(jobs=services.jobs_claim_limited(queue=queue, limit=limit, worker_id=worker_id))
+        return services.jobs_claim_from(queue=queue, limit=limit, worker_id=worker_id, floor=floor)
 
     def came_up_short(self, queue: str) -> None:
         """A claim took fewer jobs than asked: if the queue is limited and jobs wait, its budget is why."""
         limits = self.limits.get(queue)
         if limits is not None and selectors.queue_has_available_jobs(queue=queue):
             delay = MAX_RETRY_SEC if limits.rate_limit is None else limits.rate_period_sec / limits.rate_limit
-            self._retry_at[queue] = time.monotonic() + min(MAX_RETRY_SEC, max(MIN_RETRY_SEC, delay))
+            self._retries.set(queue, time.monotonic() + min(MAX_RETRY_SEC, max(MIN_RETRY_SEC, delay)))
 
     def retry_deadlines(self) -> list[float]:
-        return list(self._retry_at.values())
+        return self._retries.deadlines()
 
     def before_claims(self, now: float) -> list[str]:
         """Before the control loop's claims: read changed limits, announce ended jobs, and return
         the limited queues to claim from again now."""
         self._refresh_if_stale()
         self._announce_ended()
-        queues = [queue for queue, at in self._retry_at.items() if at <= now]
-        for queue in queues:
-            del self._retry_at[queue]
-        return queues
+        return self._retries.due(now)
 
     def ended(self, queue: str) -> None:
         """A job of ``queue`` ended (control thread)."""

@@ -41,6 +41,7 @@ from jobs.runtime.registry import WorkerSetup, work_source
 from jobs.worker import metrics
 from jobs.worker.clocks import QueueClocks
 from jobs.worker.execution import failure_outcome, run_handler
+from jobs.worker.floors import ClaimFloors
 from jobs.worker.limits import LimitedQueues
 from jobs.worker.results import ResultWriter
 from pipeline_project.db.connections import is_transient_error
@@ -109,6 +110,7 @@ class QueueSource:
         self._running_gauge = {queue: metrics.RUNNING.labels(queue=queue) for queue in self.queues}
         self._may_have_work = dict.fromkeys(self.queues, True)
         self._limited = LimitedQueues(self.queues)  # claimed within their limits (``jobs.worker.limits``)
+        self._floors = ClaimFloors(claim_floor_after_sec=self.clocks.claim_floor_after_sec)  # ``jobs.worker.floors``
         self._registered = False
         self._next_heartbeat = time.monotonic() + self.clocks.heartbeat_sec
         self._next_available: float | None = None
@@ -163,6 +165,7 @@ class QueueSource:
             if self._next_available is not None:
                 deadlines.append(self._next_available)
             deadlines.extend(self._limited.retry_deadlines())
+            deadlines.extend(self._floors.alarms.deadlines())
         if self._running:
             deadlines.append(
                 min(running.renew_at - RENEW_EARLY * running.renew_every for running in self._running.values())
@@ -176,7 +179,8 @@ class QueueSource:
             self._schedule_next_available()
         self._wake_for_scheduled_jobs()
         if not stopping:
-            self._may_have_work.update(dict.fromkeys(self._limited.before_claims(now), True))
+            woken = self._limited.before_claims(now) + self._floors.alarms.due(now)
+            self._may_have_work.update(dict.fromkeys(woken, True))
             self._claim()
         self._heartbeat_if_due()
 
@@ -234,8 +238,10 @@ class QueueSource:
                 continue
             free = min(lane.free, self.clocks.claim_batch)
             lane.freed_at = None
+            floor = self._floors.floor(queue, now)
+            started = time.monotonic()
             try:
-                jobs = self._limited.claim(queue=queue, limit=free, worker_id=self.worker_name)
+                claim = self._limited.claim(queue=queue, limit=free, worker_id=self.worker_name, floor=floor)
             except DATABASE_ERRORS as exc:
                 if isinstance(exc, IntegrityError) and services.is_lock_key_race(exc):
                     # Another queue's worker took a job with the same lock_key at the same moment: claim again.
@@ -244,6 +250,9 @@ class QueueSource:
                 if is_transient_error(exc) or not self._set_aside_unclaimable(queue, free):
                     raise
                 continue
+            ended = time.monotonic()
+            self._floors.claimed(queue, floor=floor, window_head=claim.window_head, seconds=ended - started, now=ended)
+            jobs = claim.jobs
             for job in jobs:
                 running = self._running_for(job)
                 self._running[job.lease.job_id] = running
@@ -314,6 +323,7 @@ class QueueSource:
                 queue=job.queue,
                 worker_id=self.worker_name,
                 synchronous_commit=self.synchronous_commit,
+                floor=self._floors.floor(job.queue, time.monotonic()),
             )
         except DATABASE_ERRORS as exc:  # the recorder writes it instead, with its retries and fallbacks
             log.warning("could not hand the slot on; the recorder writes the result", extra=error_extra(exc))

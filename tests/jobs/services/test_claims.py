@@ -1,10 +1,11 @@
 """Queue limits in the claim: the ordinary claim leaves limited queues alone, the limited claim
-never starts more than the queue's budgets allow, also under concurrent claimers."""
+never starts more than the queue's budgets allow, also under concurrent claimers. A claim from a
+floor reads the queue from there on, and under a held xmin walks only what was claimed since."""
 
 import threading
 import time
 
-from django.db import connections
+from django.db import connection, connections, transaction
 
 from jobs import services
 from jobs.models import Job, QueueStart
@@ -166,3 +167,56 @@ def test_concurrent_claimers_never_overshoot():
     run_in_threads(18, run)
     assert max(samples) == 3
     assert Job.objects.filter(status="succeeded").count() > 30
+
+
+def claim_from(floor, count=10, queue="q"):
+    return services.jobs_claim_from(queue=queue, limit=count, worker_id=WORKER, floor=floor)
+
+
+def test_a_claim_from_a_floor_reads_from_there_on_and_says_where_its_window_began():
+    first, second, third = (enqueue(queue="q", task="t").job_id for _ in range(3))
+    assert claim_from(None, count=0) == services.Claim(jobs=[], window_head=head_of(first))  # claims none, reads
+
+    from_second = claim_from(head_of(second), count=1)
+    assert [job.lease.job_id for job in from_second.jobs] == [second]
+    assert from_second.window_head == head_of(second)
+    assert claim_from(head_of(third)).window_head == head_of(third)  # third claimed; first stays behind
+    assert claim_from(head_of(third)) == services.Claim(jobs=[], window_head=None)  # nothing left from there
+
+    from_head = claim_from(None)  # what a floor leaves behind, a claim from the head finds
+    assert [job.lease.job_id for job in from_head.jobs] == [first] and from_head.window_head == head_of(first)
+
+
+def head_of(job_id) -> services.ClaimFloor:
+    job = Job.objects.get(job_id=job_id)
+    return services.ClaimFloor(job.priority, job.created_at, job.job_id)
+
+
+def index_entries_read(claim) -> int:
+    """Entries of the claim-order index that ``claim()`` read (the session's counts not yet flushed,
+    before and after, in one transaction: none are flushed inside it)."""
+    read = "SELECT pg_stat_get_xact_tuples_returned('ix_dl_jobs_claim_order'::regclass)"
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(read)
+        before = cursor.fetchone()[0]
+        claim()
+        cursor.execute(read)
+        return cursor.fetchone()[0] - before
+
+
+def test_under_a_held_xmin_a_claim_from_its_last_window_walks_only_what_was_claimed_since():
+    specs = [services.JobSpec(queue="q", task="t", lock_key=f"k{n}") for n in range(2000)]
+    services.job_enqueue_many(specs=specs)
+    with raw_connection(autocommit=True) as holder:
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT txid_current(), count(*) FROM dl_jobs")  # an xid and a snapshot: vacuum keeps all
+        floor = None
+        for _ in range(19):  # 1,900 claimed: their queued entries stay in the index, none removable
+            floor = claim_from(floor, count=100).window_head
+        connection.cursor().execute("VACUUM dl_jobs")
+
+        from_floor = index_entries_read(lambda: claim_from(floor, count=10))
+        from_head = index_entries_read(lambda: claim_from(None, count=10))
+        assert from_floor <= 150  # the last claim's 100 and the 10 this one takes (110 measured)
+        assert from_head >= 1900  # every job claimed while the xmin was held (1,920 measured)
+        holder.rollback()

@@ -22,8 +22,9 @@ def test_limited_queues_are_claimed_within_their_limits_and_tried_again_while_jo
     assert limited.before_claims(time.monotonic()) == []
     assert "paced" in limited and "capped" in limited and "plain" not in limited
 
-    assert len(limited.claim(queue="paced", limit=10, worker_id="w")) == 5
-    assert len(limited.claim(queue="plain", limit=10, worker_id="w")) == 2  # the ordinary claim
+    assert len(limited.claim(queue="paced", limit=10, worker_id="w", floor=None).jobs) == 5
+    plain = limited.claim(queue="plain", limit=10, worker_id="w", floor=None)  # the ordinary claim
+    assert len(plain.jobs) == 2 and plain.window_head is not None
     before = time.monotonic()
     for queue in ("paced", "capped", "plain"):
         limited.came_up_short(queue)
