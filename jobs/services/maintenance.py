@@ -280,20 +280,28 @@ def periodic_task_run(*, name: str, period_sec: float, runner: str, work: Callab
 # far the planner's estimate may be below the truth.
 STATISTICS_MIN_QUEUED = 1000
 STATISTICS_DRIFT = 10
+STATISTICS_MIN_PAGES = 32  # 256 KB: about a thousand jobs
 
 
-def jobs_statistics_refresh(*, min_queued: int = STATISTICS_MIN_QUEUED, drift: float = STATISTICS_DRIFT) -> bool:
-    """ANALYZE dl_jobs when it holds at least ``min_queued`` jobs and was never analyzed (the
-    planner goes by its size, and the workers' generic plans, made while it held a few rows, joined
-    by walking whole indexes), or when at least ``min_queued`` jobs are queued and the planner
-    believes in fewer than one ``drift``-th of them (a burst on a queue that was empty when last
-    analyzed). Counts at most ``min_queued × drift`` jobs, through the queue's partial indexes."""
-    recorded = sql.rows("SELECT reltuples FROM pg_class WHERE oid = 'dl_jobs'::regclass", {})[0][0]
-    if recorded < 0:
-        held = sql.rows("SELECT count(*) FROM (SELECT 1 FROM dl_jobs LIMIT %(cap)s) AS j", {"cap": min_queued})[0][0]
-        if held < min_queued:
-            return False
-    else:
+def jobs_statistics_refresh(
+    *, min_queued: int = STATISTICS_MIN_QUEUED, drift: float = STATISTICS_DRIFT, min_pages: int = STATISTICS_MIN_PAGES
+) -> bool:
+    """ANALYZE dl_jobs when the planner's picture of it is far behind: when the table has grown
+    ``drift``-fold since the planner last measured it (``pg_class.relpages``: 0 if never), to at least
+    ``min_pages``; or when at least ``min_queued`` jobs are queued and the planner believes in fewer
+    than one ``drift``-th of them (a burst on a queue that was empty when last analyzed). Counts at
+    most ``min_queued × drift`` jobs, through the queue's partial indexes.
+
+    The workers' generic plans are made once per connection, and again only after the table's
+    statistics change. Made while it held a few pages, every index costs the same, and joins by
+    job_id had walked a whole index (``ix_dl_jobs_lock_key_job``) for each job: result writes of a
+    second, 20 s after a table analyzed empty took 1,000 jobs/s (bench/chaos.py)."""
+    measured_pages, pages_now = sql.rows(
+        "SELECT relpages, pg_relation_size(oid) / current_setting('block_size')::int FROM pg_class "
+        "WHERE oid = 'dl_jobs'::regclass",
+        {},
+    )[0]
+    if pages_now < max(min_pages, drift * measured_pages):
         cap = int(min_queued * drift)
         queued = sql.rows(
             "SELECT count(*) FROM (SELECT 1 FROM dl_jobs WHERE status = 'queued' LIMIT %(cap)s) AS q", {"cap": cap}

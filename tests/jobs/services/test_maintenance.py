@@ -13,6 +13,7 @@ from jobs import services
 from jobs.models import Worker
 from jobs.runtime.database import session_lock_take
 from jobs.runtime.names import worker_session_key
+from jobs.services.maintenance import STATISTICS_MIN_PAGES
 from jobs.worker.housekeeping import DeadWorkers
 from pipeline_project.db.connections import connection_params
 from tests.conftest import ALL_DATABASES_COMMITTED
@@ -49,16 +50,48 @@ def test_a_burst_on_a_queue_analyzed_empty_is_analyzed_once():
     assert services.jobs_statistics_refresh() is False  # the picture is right now
 
 
+def pages() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_relation_size('dl_jobs') / current_setting('block_size')::int")
+        return cursor.fetchone()[0]
+
+
 def test_a_table_never_analyzed_is_analyzed_once_it_holds_jobs_whatever_their_status():
     with connection.cursor() as cursor:
         cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'dl_jobs'::regclass")
         assert cursor.fetchone()[0] < 0  # a new table: never analyzed (the planner goes by its size)
-    queue_jobs(500, status="succeeded")
-    assert services.jobs_statistics_refresh() is False  # a few rows: no reason yet
-    queue_jobs(1_000, status="succeeded")  # a queue that keeps up: few queued, many done
+    queue_jobs(200, status="succeeded")
+    assert pages() < STATISTICS_MIN_PAGES and services.jobs_statistics_refresh() is False  # a few rows: no reason yet
+    while pages() < STATISTICS_MIN_PAGES:
+        queue_jobs(500, status="succeeded")  # a queue that keeps up: few queued, many done
 
     assert services.jobs_statistics_refresh() is True
     assert services.jobs_statistics_refresh() is False
+
+
+def test_a_table_analyzed_small_is_analyzed_again_when_it_has_grown_tenfold():
+    while pages() < STATISTICS_MIN_PAGES:
+        queue_jobs(500, status="succeeded")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE dl_jobs")
+    measured = pages()
+    while pages() < 9 * measured:
+        queue_jobs(500, status="succeeded")
+    assert services.jobs_statistics_refresh() is False  # not tenfold yet
+    while pages() < 10 * measured:
+        queue_jobs(500, status="succeeded")
+
+    assert services.jobs_statistics_refresh() is True
+    assert services.jobs_statistics_refresh() is False
+
+
+def test_a_table_analyzed_empty_is_analyzed_once_it_holds_jobs():
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE dl_jobs")  # a new deployment's, or a test's fresh tables
+    while pages() < STATISTICS_MIN_PAGES:
+        queue_jobs(500, status="succeeded")
+
+    assert services.jobs_statistics_refresh() is True
 
 
 def test_a_few_queued_jobs_are_no_reason_to_analyze():
