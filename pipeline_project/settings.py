@@ -295,15 +295,13 @@ SPECTACULAR_SETTINGS = {
 DL_HEARTBEAT_SEC = env_number("DL_HEARTBEAT_SEC", 10)
 DL_DEFAULT_LEASE_TTL_SEC = env_number("DL_DEFAULT_LEASE_TTL_SEC", 60, int)
 DL_REAPER_PERIOD_SEC = env_number("DL_REAPER_PERIOD_SEC", 10)
-# A worker whose listening session stays closed this long, not beating since, is gone (jobs.worker.housekeeping).
-DL_DEAD_WORKER_SEC = env_number("DL_DEAD_WORKER_SEC", 3)
+DL_DEAD_WORKER_SEC = env_number("DL_DEAD_WORKER_SEC", 3)  # its LISTEN session closed, not beating: gone
 DL_RETRY_BACKOFF_SEC = env_number("DL_RETRY_BACKOFF_SEC", 30)  # × attempt, after a failed run
 DL_SWEEP_SEC = env_number("DL_SWEEP_SEC", 30)  # safety sweep for lost notifications
 DL_SHUTDOWN_TIMEOUT_SEC = env_number("DL_SHUTDOWN_TIMEOUT_SEC", 30)
 DL_CLAIM_BATCH = env_number("DL_CLAIM_BATCH", 100, int)  # most jobs one claim statement takes
 DL_CLAIM_COALESCE_SEC = env_number("DL_CLAIM_COALESCE_SEC", 0.002)  # a busy queue waits this long to claim in bulk
-# A claim from a queue's head this slow (a held xmin) makes the next ones start at a floor (jobs.worker.floors).
-DL_CLAIM_FLOOR_AFTER_SEC = env_number("DL_CLAIM_FLOOR_AFTER_SEC", 0.02)
+DL_CLAIM_FLOOR_AFTER_SEC = env_number("DL_CLAIM_FLOOR_AFTER_SEC", 0.02)  # slower reads of the head: worker.floors
 DL_RECORD_LINGER_SEC = env_number("DL_RECORD_LINGER_SEC", 0.005)  # results wait this long to share a statement
 DL_PROGRESS_INTERVAL_SEC = env_number("DL_PROGRESS_INTERVAL_SEC", 1.0)  # ctx.progress() writes at most this often
 # The worker's own claims and results; "off" risks only re-running jobs after a database crash.
