@@ -197,7 +197,7 @@ def test_sigterm_releases_jobs_that_outlast_the_shutdown_timeout():
         started = time.monotonic()
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=15) == 0
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 10  # the 2-s timeout and the exit, not the job's 60 s (5.03 s on a busy CI)
 
     job = Job.objects.get(job_id=enqueued.job_id)
     assert job.status == "queued" and job.attempt == 0  # a shutdown spends no attempt

@@ -151,10 +151,15 @@ def test_dead_row_versions_past_the_threshold_are_vacuumed_and_the_claims_head_i
     queue_jobs(20_000)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE dl_jobs")  # the planner knows the backlog: it reads the claim's order
-    claim_all_but(10)
-    dead_rows_reach(20_000 - 10)
-    claim_head_buffers()  # the first read past the dead entries marks them dead in the index
-    walked = claim_head_buffers()  # what every later claim reads until a vacuum
+    # A snapshot held until the vacuum: else reads prune the heap pages they visit, and the dead rows
+    # they remove no longer count toward the threshold (a CI run's vacuum found fewer than 5,000).
+    with psycopg.connect(**connection_params("default"), autocommit=True) as holder:
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT pg_current_xact_id()")
+        claim_all_but(10)
+        dead_rows_reach(20_000 - 10)
+        walked = claim_head_buffers()  # what every claim reads until a vacuum
+        holder.execute("ROLLBACK")
 
     assert services.jobs_vacuum(min_dead_rows=5_000) >= 20_000 - 10
 
