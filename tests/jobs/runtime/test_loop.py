@@ -104,7 +104,7 @@ def test_the_loop_sleeps_until_the_nearest_deadline_without_polling():
         wait_until(lambda: "timer" in source.outcomes, timeout=2)
         late = time.monotonic() - due
 
-    assert late < 0.05
+    assert late < 0.15  # at its deadline, not at a poll or the sweep (83 ms late once, 4 test processes on 2 cores)
     # woken once to learn the deadline, once when it came: a handful of passes, not a busy loop
     assert source.steps - steps_before <= 4
 
