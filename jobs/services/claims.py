@@ -45,7 +45,7 @@ CLAIMED_COLUMNS = """
 """
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class ClaimFloor:
     """A place in a queue's claim order (priority, created_at, job_id), where a claim starts reading."""
 

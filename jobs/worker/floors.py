@@ -48,6 +48,7 @@ class ClaimFloors:
                 self._full_read_at.pop(queue, None)
                 return
             self._full_read_at[queue] = now + max(MIN_FULL_READ_SEC, seconds / FULL_READ_SHARE)
-            self.alarms.set(queue, self._full_read_at[queue])
         if window_head is not None:  # else nothing after the floor was available: it stays
             self._floors[queue] = window_head
+        if floor is None and queue in self._floors:  # only a floor can leave jobs behind for the alarm
+            self.alarms.set(queue, self._full_read_at[queue])

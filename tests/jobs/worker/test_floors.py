@@ -38,6 +38,12 @@ def test_after_a_slow_read_claims_start_at_the_last_windows_head_until_the_next_
     assert floors.floor("q", full_read_at) is None
 
 
+def test_a_slow_read_that_found_nothing_sets_no_floor_and_no_alarm():
+    floors = ClaimFloors(claim_floor_after_sec=0.1)
+    floors.claimed("limited", floor=None, window_head=None, seconds=0.5, now=10.0)  # a limited claim reports none
+    assert floors.floor("limited", 10.0) is None and floors.alarms.deadlines() == []
+
+
 def test_reads_from_the_head_are_never_closer_than_the_minimum():
     floors = ClaimFloors(claim_floor_after_sec=0.0)
     floors.claimed("q", floor=None, window_head=place(1), seconds=0.001, now=10.0)
