@@ -92,10 +92,14 @@ class WebProbe(Background):
 
 JOBS = """
 SELECT extract(epoch FROM j.created_at), extract(epoch FROM j.finished_at), j.status::text,
-       extract(epoch FROM e.first_pick), coalesce(e.picks, 0), coalesce(e.outcomes, 0)
+       extract(epoch FROM e.first_pick), coalesce(e.runs, 0), coalesce(e.outcomes, 0), coalesce(e.unrun, 0)
 FROM dl_jobs j LEFT JOIN (
     SELECT job_id, min(ts) FILTER (WHERE kind = 'picked') AS first_pick,
-           count(*) FILTER (WHERE kind = 'picked') AS picks, count(*) FILTER (WHERE kind = 'done') AS outcomes
+           -- a pick given back by a claim whose answer was lost never ran
+           count(*) FILTER (WHERE kind = 'picked')
+             - count(*) FILTER (WHERE kind = 'requeue' AND payload ->> 'reason' = 'claim_lost') AS runs,
+           count(*) FILTER (WHERE kind = 'done') AS outcomes,
+           count(*) FILTER (WHERE kind = 'requeue' AND payload ->> 'reason' = 'claim_lost') AS unrun
     FROM dl_job_events WHERE queue = %(queue)s GROUP BY job_id) e USING (job_id)
 WHERE j.queue = %(queue)s
 """
@@ -111,7 +115,7 @@ def quantile(values: list[float], fraction: float) -> float | None:
 def scenario_report(conn, name: str, phases: Phases, counters: dict, probe: WebProbe, drain_sec: float, rate):
     jobs = conn.execute(JOBS, {"queue": QUEUE}).fetchall()
     offered = counters["producer"]["offered"]
-    pickups = [(created, picked - created) for created, _, _, picked, _, _ in jobs if picked is not None]
+    pickups = [(created, picked - created) for created, _, _, picked, *_ in jobs if picked is not None]
     finished = Counter(int(done) for _, done, status, *_ in jobs if done is not None and status == "succeeded")
 
     def p99(start: float, end: float) -> float | None:
@@ -139,6 +143,7 @@ def scenario_report(conn, name: str, phases: Phases, counters: dict, probe: WebP
         "lost": offered - sum(1 for job in jobs if job[2] == "succeeded"),
         "repeated": sum(1 for job in jobs if job[4] > 1),
         "two outcomes": sum(1 for job in jobs if job[5] > 1),
+        "claims lost": sum(job[6] for job in jobs),
         "clean jobs/s": clean_rate,
         "offered jobs/s": rate,
         "back after s": None if back_at is None else max(0, back_at - int(recovery_start)),
@@ -179,7 +184,15 @@ def print_timeline(report: dict) -> None:
 
 
 def print_report(reports: list[dict], *, header: bool) -> None:
-    columns = ("lost", "repeated", "two outcomes", "clean jobs/s", "back after s", "pickup settled after s")
+    columns = (
+        "lost",
+        "repeated",
+        "two outcomes",
+        "claims lost",
+        "clean jobs/s",
+        "back after s",
+        "pickup settled after s",
+    )
     if header:
         print(
             f"\n{'scenario':<15} {'offered':>8} "

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from jobs.dependency_rules import WAITING_AVAILABLE_AT, shown_status
 from jobs.models import FINISHED_STATUSES, JOB_COUNTS, Job, JobEvent, JobStatus, PeriodicTask, Queue, Worker
+from jobs.services.leases import RUNNING_PICKED_BY, Lease
 from pipeline_project.api.errors import NotFoundError
 from pipeline_project.db import sql
 from pipeline_project.db.snapshot import snapshot
@@ -136,6 +137,12 @@ def live_worker_cutoff() -> datetime:
     """A worker is alive if it heartbeated after this (within three heartbeat periods); a
     worker killed without a goodbye shows as dead until the periodic task forgets it."""
     return timezone.now() - timedelta(seconds=3 * settings.DL_HEARTBEAT_SEC)
+
+
+def running_leases_picked_by(*, worker: str) -> list[Lease]:
+    """The leases of the running jobs that worker ``worker`` (its name) was given last."""
+    rows = sql.rows(f"SELECT j.job_id, j.attempt, j.started_at FROM {RUNNING_PICKED_BY}", {"names": [worker]})
+    return [Lease(job_id, attempt, started_at) for job_id, attempt, started_at in rows]
 
 
 def live_workers() -> list[Worker]:

@@ -109,17 +109,30 @@ def job_progress(*, lease: Lease, progress: dict) -> bool | None:
     return rows[0][0] if rows else None
 
 
-def jobs_release(*, leases: list[Lease], worker_id: str) -> int:
-    """Give running jobs back to their queue now (a worker shutting down); return how many.
+# Running jobs whose newest ``picked`` event names one of the workers ``names`` (running jobs are
+# few, and each one's events are one index probe away): the jobs those workers were given last.
+RUNNING_PICKED_BY = """
+    dl_jobs j, LATERAL (
+        SELECT payload ->> 'worker' AS worker FROM dl_job_events e
+        WHERE e.job_id = j.job_id AND e.kind = 'picked' ORDER BY e.event_id DESC LIMIT 1
+    ) AS picked
+    WHERE j.status = 'running' AND picked.worker = ANY(%(names)s)
+"""
+
+
+def jobs_release(*, leases: list[Lease], worker_id: str, reason: str) -> int:
+    """Give running jobs back to their queue now; return how many. ``reason``: ``worker_shutdown``
+    (runs that outlasted the shutdown timeout) or ``claim_lost`` (jobs a claim gave the worker
+    whose answer never reached it: they never ran).
 
     The run was the worker's to stop, not the job's to fail: its attempt is given back. Its
     started_at is cleared too, so the next claim's lease (attempt, started_at) differs from
     this one and a straggling write under the old lease still matches nothing.
     """
-    return sum(_release(batch, worker_id=worker_id) for batch in in_batches(leases))
+    return sum(_release(batch, worker_id=worker_id, reason=reason) for batch in in_batches(leases))
 
 
-def _release(leases: list[Lease], *, worker_id: str) -> int:
+def _release(leases: list[Lease], *, worker_id: str, reason: str) -> int:
     rows = sql.rows(
         f"""
         WITH mine AS ({MY_LEASES}),
@@ -133,11 +146,11 @@ def _release(leases: list[Lease], *, worker_id: str) -> int:
         journal AS (
             INSERT INTO dl_job_events (job_id, queue, kind, payload)
             SELECT job_id, queue, 'requeue',
-                   jsonb_build_object('reason', 'worker_shutdown', 'worker', %(worker)s::text, 'attempt_returned', attempt + 1)
+                   jsonb_build_object('reason', %(reason)s::text, 'worker', %(worker)s::text, 'attempt_returned', attempt + 1)
             FROM released
         )
         SELECT count(*) FROM released
         """,
-        {**lease_params(leases), "worker": worker_id},
+        {**lease_params(leases), "worker": worker_id, "reason": reason},
     )
     return rows[0][0]

@@ -11,6 +11,7 @@ from django.db import transaction
 
 from jobs.models import JOB_COUNTS
 from jobs.runtime.names import worker_name, worker_session_key
+from jobs.services.leases import RUNNING_PICKED_BY
 from pipeline_project.db import sql
 from pipeline_project.db.connections import apart_from_this_transaction
 
@@ -211,14 +212,7 @@ def workers_gone(*, worker_ids: list[uuid.UUID]) -> Reaped:
     )
     if not gone:
         return Reaped(requeued=0, lost=0)
-    orphaned = """
-        SELECT j.job_id FROM dl_jobs j, LATERAL (
-            SELECT payload ->> 'worker' AS worker FROM dl_job_events e
-            WHERE e.job_id = j.job_id AND e.kind = 'picked' ORDER BY e.event_id DESC LIMIT 1
-        ) AS picked
-        WHERE j.status = 'running' AND picked.worker = ANY(%(names)s)
-        FOR UPDATE OF j SKIP LOCKED
-    """
+    orphaned = f"SELECT j.job_id FROM {RUNNING_PICKED_BY} FOR UPDATE OF j SKIP LOCKED"
     names = [worker_name(worker_id, hostname=hostname, pid=pid) for worker_id, hostname, pid in gone]
     return _leases_end(
         orphaned, {"names": names}, reason="worker_gone", error="the worker is gone: its process ended during this run"

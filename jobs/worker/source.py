@@ -43,6 +43,7 @@ from jobs.worker.clocks import QueueClocks
 from jobs.worker.execution import failure_outcome, run_handler
 from jobs.worker.floors import ClaimFloors
 from jobs.worker.limits import LimitedQueues
+from jobs.worker.lost_claims import LostClaims
 from jobs.worker.results import ResultWriter
 from pipeline_project.db.connections import is_transient_error
 
@@ -111,6 +112,7 @@ class QueueSource:
         self._may_have_work = dict.fromkeys(self.queues, True)
         self._limited = LimitedQueues(self.queues)  # claimed within their limits (``jobs.worker.limits``)
         self._floors = ClaimFloors(claim_floor_after_sec=self.clocks.claim_floor_after_sec)  # ``jobs.worker.floors``
+        self._lost_claims = LostClaims(worker_name=self.worker_name)  # ``jobs.worker.lost_claims``
         self._registered = False
         self._next_heartbeat = time.monotonic() + self.clocks.heartbeat_sec
         self._next_available: float | None = None
@@ -174,6 +176,7 @@ class QueueSource:
 
     def step(self, now: float, stopping: bool) -> None:
         self._register()
+        self._give_back_lost_claims()
         if self._reschedule:
             self._reschedule = False
             self._schedule_next_available()
@@ -195,7 +198,7 @@ class QueueSource:
             for running in executing:
                 running.context.mark_lease_lost()  # its thread may not write any more
             leases = [running.context.job.lease for running in executing]
-            released = services.jobs_release(leases=leases, worker_id=self.worker_name)
+            released = services.jobs_release(leases=leases, worker_id=self.worker_name, reason="worker_shutdown")
             log.warning("shutdown timeout: released running jobs", extra={"released": released})
         if self._registered:
             services.worker_deregister(worker_id=self.worker_id)
@@ -241,7 +244,8 @@ class QueueSource:
             floor = self._floors.floor(queue, now)
             started = time.monotonic()
             try:
-                claim = self._limited.claim(queue=queue, limit=free, worker_id=self.worker_name, floor=floor)
+                with self._lost_claims.claiming():  # booked below, on this thread, before any settle
+                    claim = self._limited.claim(queue=queue, limit=free, worker_id=self.worker_name, floor=floor)
             except DATABASE_ERRORS as exc:
                 if isinstance(exc, IntegrityError) and services.is_lock_key_race(exc):
                     # Another queue's worker took a job with the same lock_key at the same moment: claim again.
@@ -267,6 +271,17 @@ class QueueSource:
                 drained = True
         if drained:
             self._schedule_next_available(due_since_sec=time.monotonic() - now)
+
+    def _give_back_lost_claims(self) -> None:
+        """After a claim whose answer may have been lost, give back the jobs it took (``jobs.worker.lost_claims``)."""
+        released = self._lost_claims.settle(booked=self._booked)
+        if released:
+            log.info("gave back jobs whose claim's answer was lost", extra={"released": released})
+            self.recheck()
+
+    def _booked(self) -> set[uuid.UUID]:
+        """The jobs this worker holds: running, or handed on to a slot and not yet in ``_running``."""
+        return set(self._running) | {successor.context.job_id for _, _, successor in self._handed if successor}
 
     def _set_aside_unclaimable(self, queue: str, limit: int) -> bool:
         """After a claim the database refused: fail the jobs it refuses, so the rest can run."""
@@ -317,21 +332,22 @@ class QueueSource:
             self.runtime.wake()
             return None
         try:
-            use_generic_plans()  # planning the statement would be most of its cost
-            status, claimed = services.job_complete_and_claim(
-                outcome=outcome,
-                queue=job.queue,
-                worker_id=self.worker_name,
-                synchronous_commit=self.synchronous_commit,
-                floor=self._floors.floor(job.queue, time.monotonic()),
-            )
+            with self._lost_claims.claiming():  # the successor is booked (handed on) within
+                use_generic_plans()  # planning the statement would be most of its cost
+                status, claimed = services.job_complete_and_claim(
+                    outcome=outcome,
+                    queue=job.queue,
+                    worker_id=self.worker_name,
+                    synchronous_commit=self.synchronous_commit,
+                    floor=self._floors.floor(job.queue, time.monotonic()),
+                )
+                successor = self._running_for(claimed) if claimed else None
+                self._handed.append((running, status, successor))
         except DATABASE_ERRORS as exc:  # the recorder writes it instead, with its retries and fallbacks
             log.warning("could not hand the slot on; the recorder writes the result", extra=error_extra(exc))
             self._finished.append(running)
             self.runtime.wake()
             return None
-        successor = self._running_for(claimed) if claimed else None
-        self._handed.append((running, status, successor))
         # The books can wait for the loop's next pass, unless a slot came free to claim into or the
         # successor's lease is due for renewal before then.
         if successor is None or successor.renew_at - RENEW_EARLY * successor.renew_every < self.runtime.sleeping_until:

@@ -529,7 +529,7 @@ def test_a_worker_that_lost_its_lease_cannot_overwrite_the_job():
     assert succeed([stale]) == {}
     assert services.jobs_heartbeat(leases=[stale.lease], worker_id=WORKER) == {}
     assert services.job_progress(lease=stale.lease, progress={"x": 1}) is None
-    assert services.jobs_release(leases=[stale.lease], worker_id=WORKER) == 0
+    assert services.jobs_release(leases=[stale.lease], worker_id=WORKER, reason="worker_shutdown") == 0
     row = job(enqueued.job_id)
     assert (row.status, row.attempt, row.progress) == ("running", 2, {})
     assert succeed([fresh]) == {enqueued.job_id: "succeeded"}
@@ -539,7 +539,7 @@ def test_release_gives_jobs_back_without_delay_or_a_spent_attempt():
     enqueued = enqueue(task="t")
     [released] = claim()
 
-    assert services.jobs_release(leases=[released.lease], worker_id=WORKER) == 1
+    assert services.jobs_release(leases=[released.lease], worker_id=WORKER, reason="worker_shutdown") == 1
 
     row = job(enqueued.job_id)
     assert (row.status, row.attempt, row.started_at, row.lease_expires_at) == ("queued", 0, None, None)
@@ -555,7 +555,7 @@ def test_deploys_never_spend_attempts():
     enqueued = enqueue(task="t", max_attempts=2)
     for _deploy in range(5):
         [running] = claim()
-        services.jobs_release(leases=[running.lease], worker_id=WORKER)
+        services.jobs_release(leases=[running.lease], worker_id=WORKER, reason="worker_shutdown")
 
     assert job(enqueued.job_id).status == "queued"
     assert succeed(claim()) == {enqueued.job_id: "succeeded"}
