@@ -26,6 +26,8 @@ class ResultWriter:
             statuses = self._complete([running.outcome for running in batch])
         except DATABASE_ERRORS as exc:
             if is_transient_error(exc):
+                for running in batch:  # the statement may have committed: a retry matches no lease then
+                    running.written_in_doubt = True
                 raise
             log.warning("the database refused a batch of results; writing them one by one", extra=error_extra(exc))
             for running in batch:

@@ -61,6 +61,7 @@ class Running:
     renew_at: float  # monotonic time the lease is next renewed
     finished: bool = False  # the handler returned; the result may not be recorded yet
     outcome: services.Outcome | None = None  # how it ended (None: its lease was lost in the run)
+    written_in_doubt: bool = False  # a write of its outcome broke off: it may have landed unanswered
 
 
 @work_source("queue")
@@ -345,6 +346,7 @@ class QueueSource:
                 self._handed.append((running, status, successor))
         except DATABASE_ERRORS as exc:  # the recorder writes it instead, with its retries and fallbacks
             log.warning("could not hand the slot on; the recorder writes the result", extra=error_extra(exc))
+            running.written_in_doubt = is_transient_error(exc)
             self._finished.append(running)
             self.runtime.wake()
             return None
@@ -400,7 +402,7 @@ class QueueSource:
         )
         if status == "queued":
             self._reschedule = True  # retried after a backoff: no NOTIFY will say when
-        elif status is None and written:
+        elif status is None and written and not running.written_in_doubt:  # else it may be our own write
             log.warning("lease lost before the result was recorded", extra={"job_id": str(job.lease.job_id)})
 
     def _on_recorded(self, results: list[tuple[Running, str | None]]) -> None:

@@ -1,5 +1,8 @@
 """The queue's recorder's writes (``jobs.worker.results``): a result the database refuses fails its job alone."""
 
+import pytest
+from django.db import OperationalError
+
 from jobs import services
 from jobs.handlers import JobContext, registry
 from jobs.runtime.config import WorkerConfig
@@ -35,3 +38,30 @@ def test_a_result_the_database_refuses_fails_that_job_alone():
     assert [status for job_id, status in statuses.items() if job_id != refused_job] == ["succeeded", "succeeded"]
     assert "could not be stored" in job(refused_job).error
     assert sorted(status for _running, status in source._recorded) == ["failed", "succeeded", "succeeded"]
+
+
+def test_a_result_written_again_after_its_answer_was_lost_is_not_taken_for_a_lost_lease(monkeypatch, caplog):
+    enqueued = enqueue(task="t")
+    [claimed] = services.jobs_claim(queue="default", limit=1, worker_id="w")
+    source = QueueSource(WorkerConfig.from_settings({"queue": {"default": 1}}), registry)
+    complete = services.jobs_complete
+    answers = iter(["lost"])
+
+    def write_then_lose_the_first_answer(**kwargs):
+        written = complete(**kwargs)
+        if next(answers, None) == "lost":
+            raise OperationalError("server closed the connection unexpectedly")
+        return written
+
+    monkeypatch.setattr(services, "jobs_complete", write_then_lose_the_first_answer)
+    outcome = services.Outcome(lease=claimed.lease, kind="succeeded", result=1)
+    running = Running(context=JobContext(claimed, "w"), started=0.0, renew_every=1.0, renew_at=0.0, outcome=outcome)
+    source._running[claimed.lease.job_id] = running
+    source.recorder.submit([running])
+    with pytest.raises(OperationalError):
+        source.recorder.flush()
+    source.recorder.flush()  # the retry: the job is finished, so no lease matches
+    source.collect()
+
+    assert running.written_in_doubt and job(enqueued.job_id).status == "succeeded"
+    assert [record for record in caplog.records if "lease lost" in record.getMessage()] == []
