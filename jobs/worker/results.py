@@ -13,7 +13,7 @@ log = logging.getLogger("jobs.worker.source")
 
 
 class ResultWriter:
-    """The recorder's ``write`` for the runs (``jobs.worker.source.Running``) of one worker."""
+    """The recorder's ``write`` for the runs (``jobs.worker.runs.Running``) of one worker."""
 
     def __init__(self, *, worker_name: str, synchronous_commit: str):
         self.worker_name = worker_name

@@ -23,13 +23,12 @@ import socket
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
 
 from django.db import IntegrityError
 from django.utils import timezone
 
 from jobs import selectors, services
-from jobs.handlers import JobContext, Registry
+from jobs.handlers import Registry
 from jobs.models import CANCEL_CHANNEL, NOTIFY_CHANNEL, QUEUES_CHANNEL
 from jobs.runtime.config import WorkerConfig
 from jobs.runtime.database import DATABASE_ERRORS, error_extra, use_generic_plans
@@ -45,23 +44,10 @@ from jobs.worker.floors import ClaimFloors
 from jobs.worker.limits import LimitedQueues
 from jobs.worker.lost_claims import LostClaims
 from jobs.worker.results import ResultWriter
+from jobs.worker.runs import Running, job_ids
 from pipeline_project.db.connections import is_transient_error
 
 log = logging.getLogger("jobs.worker.source")
-
-# A lease due for renewal within this share of its interval is renewed with those due now.
-RENEW_EARLY = 0.25
-
-
-@dataclass(eq=False)
-class Running:
-    context: JobContext
-    started: float  # perf_counter at dispatch
-    renew_every: float  # seconds between lease renewals: min(heartbeat, TTL / 3)
-    renew_at: float  # monotonic time the lease is next renewed
-    finished: bool = False  # the handler returned; the result may not be recorded yet
-    outcome: services.Outcome | None = None  # how it ended (None: its lease was lost in the run)
-    written_in_doubt: bool = False  # a write of its outcome broke off: it may have landed unanswered
 
 
 @work_source("queue")
@@ -170,9 +156,7 @@ class QueueSource:
             deadlines.extend(self._limited.retry_deadlines())
             deadlines.extend(self._floors.alarms.deadlines())
         if self._running:
-            deadlines.append(
-                min(running.renew_at - RENEW_EARLY * running.renew_every for running in self._running.values())
-            )
+            deadlines.append(min(running.renew_from for running in self._running.values()))
         return min(deadlines)
 
     def step(self, now: float, stopping: bool) -> None:
@@ -259,7 +243,7 @@ class QueueSource:
             self._floors.claimed(queue, floor=floor, window_head=claim.window_head, seconds=ended - started, now=ended)
             jobs = claim.jobs
             for job in jobs:
-                running = self._running_for(job)
+                running = Running.claimed(job, worker_name=self.worker_name, clocks=self.clocks)
                 self._running[job.lease.job_id] = running
                 lane.submit(running)
             self._claimed_counter[queue].inc(len(jobs))
@@ -301,11 +285,6 @@ class QueueSource:
             None if soonest is None else time.monotonic() + max(0.0, (soonest - timezone.now()).total_seconds())
         )
 
-    def _running_for(self, job: services.ClaimedJob) -> Running:
-        context = JobContext(job, self.worker_name, progress_interval_sec=self.clocks.progress_interval_sec)
-        renew_every = min(self.clocks.heartbeat_sec, job.lease_ttl_sec / 3)
-        return Running(context, time.perf_counter(), renew_every, renew_at=time.monotonic() + renew_every)
-
     # --- running (handler threads) ------------------------------------------------------
 
     def _execute(self, running: Running) -> services.Outcome | None:
@@ -342,7 +321,9 @@ class QueueSource:
                     synchronous_commit=self.synchronous_commit,
                     floor=self._floors.floor(job.queue, time.monotonic()),
                 )
-                successor = self._running_for(claimed) if claimed else None
+                successor = (
+                    Running.claimed(claimed, worker_name=self.worker_name, clocks=self.clocks) if claimed else None
+                )
                 self._handed.append((running, status, successor))
         except DATABASE_ERRORS as exc:  # the recorder writes it instead, with its retries and fallbacks
             log.warning("could not hand the slot on; the recorder writes the result", extra=error_extra(exc))
@@ -352,7 +333,7 @@ class QueueSource:
             return None
         # The books can wait for the loop's next pass, unless a slot came free to claim into or the
         # successor's lease is due for renewal before then.
-        if successor is None or successor.renew_at - RENEW_EARLY * successor.renew_every < self.runtime.sleeping_until:
+        if successor is None or successor.renew_from < self.runtime.sleeping_until:
             self.runtime.wake()
         return successor
 
@@ -361,7 +342,7 @@ class QueueSource:
     def collect(self) -> None:
         """Free the slots of finished runs, hand their results to the recorder, forget recorded
         ones, and book the runs that handler threads handed on to the next job of their key."""
-        to_record, freed = [], set()
+        to_record, freed, lost = [], set(), []
         while self._finished:
             running = self._finished.popleft()
             queue = running.context.job.queue
@@ -378,7 +359,8 @@ class QueueSource:
             running, status, successor = self._handed.popleft()
             running.finished = True
             queue = running.context.job.queue
-            self._forget(running, status)
+            if self._forget(running, status):
+                lost.append(running)
             if successor is None:
                 self.lanes[queue].release()
                 freed.add(queue)
@@ -386,12 +368,17 @@ class QueueSource:
                 self._running[successor.context.job_id] = successor
                 self._claimed_counter[queue].inc()
         while self._recorded:
-            self._forget(*self._recorded.popleft())
+            running, status = self._recorded.popleft()
+            if self._forget(running, status):
+                lost.append(running)
         for queue in freed:
             self._running_gauge[queue].set(self.lanes[queue].executing)
+        if lost:  # one line for the lot: a frozen worker's whole batch comes back together
+            log.warning("leases lost before the results were recorded", extra={"job_ids": job_ids(lost)})
 
-    def _forget(self, running: Running, status: str | None, *, written: bool = True) -> None:
-        """A run whose outcome is written, or (``written`` False) whose lease was lost in the run."""
+    def _forget(self, running: Running, status: str | None, *, written: bool = True) -> bool:
+        """A run whose outcome is written, or (``written`` False) whose lease was lost in the run.
+        True when its result found its lease gone (reaped, reset) when it was written."""
         job = running.context.job
         self._running.pop(job.lease.job_id, None)
         # The next job of its lock_key, if any, is claimable now (and the budget of a limited queue freed).
@@ -402,8 +389,7 @@ class QueueSource:
         )
         if status == "queued":
             self._reschedule = True  # retried after a backoff: no NOTIFY will say when
-        elif status is None and written and not running.written_in_doubt:  # else it may be our own write
-            log.warning("lease lost before the result was recorded", extra={"job_id": str(job.lease.job_id)})
+        return status is None and written and not running.written_in_doubt  # in doubt: it may be our own write
 
     def _on_recorded(self, results: list[tuple[Running, str | None]]) -> None:
         """Called by the recorder (any thread) once results are written."""
@@ -417,25 +403,25 @@ class QueueSource:
         """Renew the leases that are due (each every min(heartbeat, TTL / 3), early ones batched
         with them), and the worker's own row every heartbeat period."""
         now = time.monotonic()
-        due = [
-            running for running in self._running.values() if running.renew_at <= now + RENEW_EARLY * running.renew_every
-        ]
+        due = [running for running in self._running.values() if running.renew_from <= now]
         if due:
             held = services.jobs_heartbeat(
                 leases=[running.context.job.lease for running in due], worker_id=self.worker_name
             )
+            lost = []
             for running in due:
                 running.renew_at = now + running.renew_every
                 if running.context.job_id not in held:
                     if not running.finished:  # else its result was written meanwhile
-                        # Reaped while this worker could not renew it (frozen, cut off): it may run elsewhere.
-                        log.warning(
-                            "lease lost while running; this run's outcome will not be written",
-                            extra={"job_id": str(running.context.job_id)},
-                        )
+                        lost.append(running)
                     running.context.mark_lease_lost()
                 elif held[running.context.job_id]:
                     running.context.mark_cancel_requested()
+            if lost:  # reaped while this worker could not renew them (frozen, cut off): they may run elsewhere
+                log.warning(
+                    "leases lost while running; these runs' outcomes will not be written",
+                    extra={"job_ids": job_ids(lost)},
+                )
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + self.clocks.heartbeat_sec
             services.worker_heartbeat(worker_id=self.worker_id, running_jobs=len(self._running))

@@ -164,5 +164,5 @@ def test_a_worker_frozen_past_its_lease_is_fenced_and_the_job_has_one_outcome():
         assert stop(frozen) == 0
         output = frozen.stdout.read()
 
-    assert "lease lost while running" in output, output  # its late heartbeat was refused
+    assert "leases lost while running" in output, output  # its late heartbeat was refused
     assert "Traceback" not in output

@@ -1,12 +1,17 @@
 """The queue's recorder's writes (``jobs.worker.results``): a result the database refuses fails its job alone."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import OperationalError
+from django.utils import timezone
 
 from jobs import services
 from jobs.handlers import JobContext, registry
+from jobs.models import Job
 from jobs.runtime.config import WorkerConfig
-from jobs.worker.source import QueueSource, Running
+from jobs.worker.runs import Running
+from jobs.worker.source import QueueSource
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.conftest import enqueue, job
 
@@ -64,4 +69,29 @@ def test_a_result_written_again_after_its_answer_was_lost_is_not_taken_for_a_los
     source.collect()
 
     assert running.written_in_doubt and job(enqueued.job_id).status == "succeeded"
-    assert [record for record in caplog.records if "lease lost" in record.getMessage()] == []
+    assert [record for record in caplog.records if "leases lost" in record.getMessage()] == []
+
+
+def test_results_whose_leases_were_lost_are_logged_in_one_line(caplog):
+    for _ in range(3):
+        enqueue(task="t")
+    claimed = services.jobs_claim(queue="default", limit=3, worker_id="w")
+    Job.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    services.jobs_reap()  # a frozen worker's leases, taken away
+    source = QueueSource(WorkerConfig.from_settings({"queue": {"default": 3}}), registry)
+    runs = [
+        Running(
+            context=JobContext(job, "w"),
+            started=0.0,
+            renew_every=1.0,
+            renew_at=0.0,
+            outcome=services.Outcome(lease=job.lease, kind="succeeded", result=1),
+        )
+        for job in claimed
+    ]
+    source.recorder.submit(runs)
+    source.recorder.flush()
+    source.collect()
+
+    [record] = [record for record in caplog.records if "leases lost" in record.getMessage()]
+    assert sorted(record.job_ids) == sorted(str(job.lease.job_id) for job in claimed)
