@@ -3,7 +3,7 @@
 #   docker run -e DATABASE_URL=... -e SECRET_KEY=... pipeline-control            # web on :8000
 #   docker run -e DATABASE_URL=... -e SECRET_KEY=... pipeline-control worker     # runworker (WORKERS_JSON)
 #   docker run -e DATABASE_URL=... -e SECRET_KEY=... pipeline-control reaper     # runreaper
-# See docker-compose.yml, docker-compose.scale.yml and the README's "Containers" section.
+# See docker-compose.yml, docker-compose.scale.yml and the manual's docs/operating/containers.md.
 FROM python:3.13.0-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

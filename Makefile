@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run test lint bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-worker-size bench-chaos db-stop clean
+.PHONY: install setup run test lint docs api-reference bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-worker-size bench-chaos db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,14 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The manual (docs/, MkDocs Material) on http://127.0.0.1:8001, its API reference generated first.
+docs: api-reference
+	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001
+
+# The API reference's schema, as the service serves it at /api/v1/schema (the suite checks it is current).
+api-reference: install
+	$(BIN)/python manage.py spectacular --file docs/api/openapi.yaml
 
 bench-tracking: install
 	$(BIN)/python bench/tracking_api.py $(BENCH_ARGS)

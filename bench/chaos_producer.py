@@ -5,7 +5,7 @@
 
 It sends ``rate`` jobs a second (read from CONTROL_FILE, a JSON object, twice a second) in a
 call every 50 ms; job n has the idempotency key ``TAG-n``. A call that fails is retried with the
-same keys, as the README tells a producer to, until it succeeds: the retry cannot make a job
+same keys, as the manual tells a producer to, until it succeeds: the retry cannot make a job
 twice. Its counters go to STATUS_FILE every second and when SIGTERM stops it.
 """
 

@@ -9,7 +9,7 @@
               jobs/s from the first `picked` event to the last finished_at (start-up excluded),
               CPU per job of the worker and of the rest of the machine, and the share of CPU time
               the hypervisor gave to other VMs meanwhile (Linux /proc; a busy neighbour slows every figure).
-              --max-running N: the queue limited to N running (the limited claim's cost; README "Queue limits").
+              --max-running N: the queue limited to N running (the limited claim's cost; the manual, systems/limits.md).
 2. --enqueue  services.job_enqueue_many: bulk batches of 1,000, and one-row inserts from 4
               threads, with the migrated statement-level NOTIFY triggers, the seed's per-row
               trigger (seed 002 section 4) instead, and no trigger.

@@ -2,7 +2,7 @@
 
 ``tests/jobs/test_schema.py`` applies the seed DDL to a scratch database and checks that
 ``migrate`` builds the same columns, types, defaults, enum, CHECK constraint and indexes.
-Indexes beyond the seed's three are marked "extra" and listed in the README.
+Indexes beyond the seed's three are marked "extra" and listed in the manual (systems/running-jobs.md).
 """
 
 import os
@@ -224,7 +224,7 @@ class Job(models.Model):
             # created_at order. (Newest-first listings walk the primary key: job ids are UUIDv7.)
             BrinIndex(fields=["created_at"], name="ix_dl_jobs_created_brin"),
             # Extra: the lists' filters, each read newest first (job_id) or found at once when
-            # nothing matches, at millions of jobs (README "At production size").
+            # nothing matches, at millions of jobs (the manual: operating/production-size.md).
             models.Index(fields=["queue", "job_id"], name="ix_dl_jobs_queue_job"),
             models.Index(fields=["task", "job_id"], name="ix_dl_jobs_task_job"),
             models.Index(fields=["lock_key", "job_id"], name="ix_dl_jobs_lock_key_job"),

@@ -232,8 +232,8 @@ def full_reads(alias: str, sql: str, params) -> list[str]:
                 if not limited:
                     found.append(f"whole {node['Index Name']} on {table}: {sql[:300]}")
                 # Except args containment: PostgreSQL keeps no statistics inside jsonb, and 18
-                # (the embedded server) walks newest first where 15 reads the GIN index (README
-                # "At production size": a known gap, not measured at size on 18).
+                # (the embedded server) walks newest first where 15 reads the GIN index (the manual,
+                # operating/production-size.md: a known gap, not measured at size on 18).
                 elif (
                     "Filter" in node
                     and " @> " not in node["Filter"]

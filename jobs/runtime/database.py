@@ -22,7 +22,7 @@ def retry_delay(failures: int) -> float:
 # the whole table for every claimed job) or, after an ANALYZE under a held xmin, a few live jobs
 # in indexes full of entries it cannot see (probes of a key's queued jobs walked the seed's
 # ``ix_dl_jobs_claim`` end to end, 18-s claims): with these off, only the indexes that reach a row
-# or deliver a statement's order serve it. Measured in bench/chaos.py (README, "Faults survived").
+# or deliver a statement's order serve it. Measured in bench/chaos.py (the manual, operating/faults.md).
 PLANNER_STEERING = {"enable_seqscan": "off", "enable_sort": "off"}
 
 
@@ -47,7 +47,7 @@ def use_generic_plans() -> None:
     statement on every execution. Both only choose plans, so they stay on the connection for
     its next borrowers (a handler's prepared statements get generic plans too).
     Behind a transaction pooler a session setting would leak to other clients, so there the
-    database role should carry these settings instead (see the README).
+    database role should carry these settings instead (see the manual: operating/pgbouncer.md).
     """
     if settings.DB_BEHIND_POOLER:
         return

@@ -29,7 +29,7 @@ def job_spec(key: str, seconds: float = 0.01, **fields) -> services.JobSpec:
 
 
 def enqueue_retrying(specs: list[services.JobSpec]) -> int:
-    """What the README tells a producer to do: a failed call is sent again, with the same keys.
+    """What the manual tells a producer to do: a failed call is sent again, with the same keys.
     Returns how many calls failed."""
     failed = 0
     while True:

@@ -59,7 +59,7 @@ def test_run_watch_see_problems_retry_and_complete(live_server, site, worker, br
     status.filter(has_text="completed").wait_for(timeout=60_000)
     assert page.evaluate("window.notReloaded") is True
     assert "Broken link\tcompleted" in page.locator("#list-ocr").inner_text()
-    if os.environ.get("UPDATE_SCREENSHOTS"):  # the README's picture: UPDATE_SCREENSHOTS=1 make test
+    if os.environ.get("UPDATE_SCREENSHOTS"):  # the manual's picture: UPDATE_SCREENSHOTS=1 make test
         page.screenshot(path=str(SCREENSHOT), full_page=True)
 
 

@@ -85,7 +85,7 @@ def test_retry_a_failed_job_and_see_a_second_run_with_its_own_attempt_and_wait(l
         assert 0 <= waited < 1.0 and ran >= 0 and run["waited"] == waited  # picked at once, NOTIFY woke the worker
     assert "attempt 1 · run 1" in page.locator("#job-errors").inner_text()
     assert "(this run)" in page.locator("#job-waited").inner_text()
-    if os.environ.get("UPDATE_SCREENSHOTS"):  # docs/job-page.png, linked from the README
+    if os.environ.get("UPDATE_SCREENSHOTS"):  # docs/job-page.png, linked from the manual
         page.screenshot(path=str(SCREENSHOT), full_page=True)
 
 

@@ -14,7 +14,7 @@ pytestmark = ALL_DATABASES
 
 SEED_DDL = (Path(__file__).parent / "seed_002_ddl.sql").read_text()
 TABLES = ("dl_jobs", "dl_job_events")
-# Indexes the project adds for its own queries (listed in the README); nothing else may differ.
+# Indexes the project adds for its own queries (listed in the manual); nothing else may differ.
 EXTRA_INDEXES = {
     "ix_dl_jobs_claim_order",
     "ix_dl_jobs_queued_lock_key",
