@@ -248,7 +248,7 @@ MAX_REQUEST_BODY_BYTES = env_number("MAX_REQUEST_BODY_BYTES", 5 * 1024 * 1024, i
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 
 # --- REST API -------------------------------------------------------------------------
-
+API_TOKEN_DEFAULT_SCOPES = ("read", "write")  # a new token's; operate is asked for (apitoken --scope)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "pipeline_project.api.authentication.BearerTokenAuthentication",

@@ -6,8 +6,8 @@ from django.conf import settings
 from django.test import TransactionTestCase
 from rest_framework.test import APIClient
 
-from pipeline_project.core import services as core_services
 from tests.db_helpers import empty_written_tables
+from tests.helpers import every_scope_token
 
 
 def pytest_configure(config):
@@ -25,8 +25,7 @@ ALL_DATABASES_COMMITTED = pytest.mark.django_db(databases="__all__", transaction
 
 @pytest.fixture
 def api_token(db):
-    _token, key = core_services.api_token_create(name="test-daemon")
-    return key
+    return every_scope_token("test-daemon")
 
 
 @pytest.fixture

@@ -133,3 +133,12 @@ class QuickPBKDF2PasswordHasher(PBKDF2PasswordHasher):
     the suite's users get hashes that any server of the project verifies (the count is in the hash)."""
 
     iterations = 1000
+
+
+def every_scope_token(name: str) -> str:
+    """The key of a token with every scope (read, write, operate): the whole API."""
+    from pipeline_project.core import services
+    from pipeline_project.core.models import SCOPES
+
+    _token, key = services.api_token_create(name=name, scopes=list(SCOPES))
+    return key

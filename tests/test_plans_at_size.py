@@ -15,9 +15,9 @@ from django.db import connections
 from django.test import Client
 
 from ingestion.models import IngestionRun, Source
-from pipeline_project.core import services as core_services
 from pipeline_project.db.connections import connection_params
 from tests.conftest import ALL_DATABASES
+from tests.helpers import every_scope_token
 from tests.jobs.processes import processors  # noqa: F401 (registers the namespace of the API's process)
 
 pytestmark = [ALL_DATABASES, pytest.mark.slow]
@@ -168,7 +168,7 @@ APIS = [
 
 def test_no_page_or_api_reads_a_big_table_whole(seeded):
     user = get_user_model().objects.create_superuser("planner", password="plans-at-size-1")
-    _token, key = core_services.api_token_create(name="planner")
+    key = every_scope_token("planner")
     browser, daemon = Client(), Client(headers={"Authorization": f"Bearer {key}"})
     browser.force_login(user)
 

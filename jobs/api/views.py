@@ -77,6 +77,7 @@ class JobStatusView(JobView):
 
 
 class JobCancelView(JobView):
+    operator_action = "cancel"
     post_permission = "change"
 
     @extend_schema(
@@ -119,6 +120,8 @@ class JobListView(DeclaredRequestMixin, generics.ListAPIView):
 
 
 class JobDetailView(JobView):
+    operator_action = "delete"
+
     @extend_schema(responses=s.JobDetailSerializer, summary="A job")
     @accepts()
     def get(self, request, job_id):
@@ -178,6 +181,8 @@ _BULK_SCHEMA = {"request": s.BulkActionSerializer, "responses": s.CountsSerializ
     )
 )
 class JobRetryMatchingView(JobBulkActionView):
+    operator_action = "retry"
+
     def act(self, request, selection, body):
         return services.jobs_retry(selection=selection, by=request_caller(request), dry_run=body["dry_run"])
 
@@ -190,6 +195,8 @@ class JobRetryMatchingView(JobBulkActionView):
     )
 )
 class JobCancelMatchingView(JobBulkActionView):
+    operator_action = "cancel"
+
     def act(self, request, selection, body):
         return services.jobs_cancel(selection=selection, by=request_caller(request), dry_run=body["dry_run"])
 
@@ -202,6 +209,7 @@ class JobCancelMatchingView(JobBulkActionView):
     )
 )
 class JobDeleteMatchingView(JobBulkActionView):
+    operator_action = "delete"
     post_permission = "delete"
 
     def act(self, request, selection, body):
@@ -220,6 +228,7 @@ class QueueListView(QueueView):
 
 
 class QueuePauseView(QueueView):
+    operator_action = "pause"
     post_permission = "change"
 
     @extend_schema(request=None, responses=s.QueueChangeSerializer, summary="Pause a queue: no worker claims from it")
@@ -230,6 +239,8 @@ class QueuePauseView(QueueView):
 
 
 class QueueLimitsView(QueueView):
+    operator_action = "change limits"
+
     @extend_schema(
         request=s.QueueLimitsSerializer,
         responses=s.QueueLimitsOutSerializer,
@@ -242,6 +253,7 @@ class QueueLimitsView(QueueView):
 
 
 class QueueResumeView(QueueView):
+    operator_action = "resume"
     post_permission = "change"
 
     @extend_schema(

@@ -7,11 +7,20 @@ from pipeline_project.core.models import ApiToken
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["name", "key_prefix", "is_active", "created_at", "created_by", "last_used_at", "revoked_at"]
+    list_display = [
+        "name",
+        "key_prefix",
+        "scopes",
+        "is_active",
+        "created_at",
+        "created_by",
+        "last_used_at",
+        "revoked_at",
+    ]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "key_prefix"]
     readonly_fields = ["key_prefix", "created_at", "created_by", "last_used_at", "revoked_at"]
-    fields = ["name", *readonly_fields]
+    fields = ["name", "scopes", *readonly_fields]
     actions = ["revoke_tokens"]
 
     @admin.display(boolean=True, description="active")
@@ -22,7 +31,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        token, key = services.api_token_create(name=obj.name, created_by=request.user)
+        token, key = services.api_token_create(name=obj.name, scopes=obj.scopes, created_by=request.user)
         obj.__dict__.update({field.attname: getattr(token, field.attname) for field in ApiToken._meta.concrete_fields})
         obj._state.adding = False
         messages.warning(

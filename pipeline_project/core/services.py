@@ -6,18 +6,26 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from pipeline_project.api.errors import NotFoundError
-from pipeline_project.core.models import ApiToken
+from pipeline_project.api.errors import InvalidInputError, NotFoundError
+from pipeline_project.core.models import SCOPES, ApiToken, default_scopes
 
 # last_used_at is advisory; writing it on every request would double the API's writes.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-def api_token_create(*, name: str, created_by=None) -> tuple[ApiToken, str]:
-    """Create a token and return it with its plaintext key, which is never stored."""
+def api_token_create(*, name: str, scopes: list[str] | None = None, created_by=None) -> tuple[ApiToken, str]:
+    """Create a token and return it with its plaintext key, which is never stored. ``scopes``:
+    some of read, write, operate (``API_TOKEN_DEFAULT_SCOPES`` when not given)."""
+    asked = default_scopes() if scopes is None else list(scopes)
+    unknown = sorted(set(asked) - set(SCOPES))
+    if not asked or unknown:
+        raise InvalidInputError(
+            f"A token needs one or more of the scopes {', '.join(SCOPES)}.", details={"scopes": unknown}
+        )
+    scopes = [scope for scope in SCOPES if scope in asked]  # each once, in a fixed order
     key = ApiToken.PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
-        name=name, key_prefix=key[:12], key_hash=ApiToken.hash_key(key), created_by=created_by
+        name=name, key_prefix=key[:12], key_hash=ApiToken.hash_key(key), scopes=scopes, created_by=created_by
     )
     return token, key
 

@@ -1,11 +1,14 @@
-"""Who may call the API: daemons' tokens have all of it; staff sessions need the model permission."""
+"""Who may call the API: a token what its scopes allow; a staff session what its model permissions allow."""
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
-from jobs.models import Job
+from jobs.models import Job, Queue
+from pipeline_project.api.errors import InvalidInputError
+from pipeline_project.core import services as core_services
+from pipeline_project.core.models import ApiToken
 from tests.conftest import ALL_DATABASES
 from tests.jobs.conftest import enqueue
 
@@ -65,11 +68,61 @@ def test_a_staff_session_needs_the_model_permission_for_each_call(codenames, all
     assert Job.objects.filter(queue="q").count() == 1 + ("trigger" in allowed)
 
 
-def test_a_token_has_the_whole_api(api):
+def test_a_token_with_every_scope_has_the_whole_api(api):
     job_id = enqueue(task="t", queue="q").job_id
 
     for name, (method, path, body) in calls(job_id).items():
         assert getattr(api, method)(path, body, format="json").status_code < 400, name
+
+
+READS = {"list jobs", "job status", "tracking summary", "queues"}
+WRITES = {"trigger", "register a file", "claim"}
+OPERATIONS = {"cancel", "delete", "retry matching", "pause"}
+
+
+@pytest.mark.parametrize(
+    ("scopes", "allowed"),
+    [
+        (["read"], READS),
+        (["read", "write"], READS | WRITES),  # a daemon's, the default
+        (["write"], WRITES),
+        (["operate"], OPERATIONS),
+        (["read", "operate"], READS | OPERATIONS),
+    ],
+)
+def test_a_token_has_what_its_scopes_allow_and_a_403_in_the_error_shape_beyond(scopes, allowed):
+    _token, key = core_services.api_token_create(name="scoped", scopes=scopes)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    job_id = enqueue(task="t", queue="q").job_id
+
+    answers = {
+        name: getattr(client, method)(path, body, format="json") for name, (method, path, body) in calls(job_id).items()
+    }
+
+    assert {name for name, answer in answers.items() if answer.status_code != 403} == allowed
+    for name in answers.keys() - allowed:
+        assert answers[name].json()["code"] == "permission_denied"
+        assert "do not include" in answers[name].json()["message"]
+    # What was refused wrote nothing.
+    status = Job.objects.get(job_id=job_id).status
+    assert (status, Job.objects.filter(queue="q").count()) == (
+        "canceled" if "cancel" in allowed else "queued",
+        1 + ("trigger" in allowed),
+    )
+    assert Queue.objects.filter(name="q", paused=True).exists() == ("pause" in allowed)
+
+
+def test_a_new_token_reads_and_writes_but_does_not_operate():
+    token, _key = core_services.api_token_create(name="daemon")
+    assert token.scopes == ["read", "write"]
+
+
+@pytest.mark.parametrize("scopes", [[], ["admin"], ["read", "everything"]])
+def test_a_token_needs_known_scopes(scopes):
+    with pytest.raises(InvalidInputError):
+        core_services.api_token_create(name="daemon", scopes=scopes)
+    assert not ApiToken.objects.exists()
 
 
 def test_a_non_staff_user_has_none_of_it():

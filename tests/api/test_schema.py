@@ -15,10 +15,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from pipeline_project.core import services as core_services
 from pipeline_project.wsgi import application
 from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
 from tests.core.sweep import fingerprint
+from tests.helpers import every_scope_token
 
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance, content_type_conformance]
 EXAMPLES = 20  # per operation and mode: enough to try every parameter's edges, bounded for the suite's time
@@ -26,7 +26,7 @@ EXAMPLES = 20  # per operation and mode: enough to try every parameter's edges, 
 
 @pytest.fixture
 def bearer(transactional_db):  # committed: schemathesis calls the WSGI app, whose requests close connections
-    _token, key = core_services.api_token_create(name="schemathesis")
+    key = every_scope_token("schemathesis")
     return {"Authorization": f"Bearer {key}"}
 
 

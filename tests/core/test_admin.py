@@ -90,3 +90,19 @@ def test_a_big_tables_list_pages_by_key_newest_first_and_counts_from_the_counts(
     searched = admin_client.get("/admin/jobs/job/", {"q": "k7"})  # a search: its count unknown, not counted
     assert searched.status_code == 200 and not searched.context["cl"].counted and "1 job\n" in searched.text
     assert admin_client.get("/admin/jobs/job/", {"before": "not-a-job-id"}).status_code == 302  # ?e=1
+
+
+def test_a_token_made_in_the_admin_has_the_scopes_chosen_and_the_list_shows_them(admin_client):
+    response = admin_client.post("/admin/core/apitoken/add/", {"name": "operator", "scopes": "read,operate"})
+
+    assert response.status_code == 302
+    token = ApiToken.objects.get()
+    assert token.scopes == ["read", "operate"]
+    page = admin_client.get("/admin/core/apitoken/").content.decode()
+    assert "read" in page and "operate" in page
+
+
+def test_the_admin_refuses_an_unknown_scope(admin_client):
+    response = admin_client.post("/admin/core/apitoken/add/", {"name": "operator", "scopes": "read,admin"})
+
+    assert response.status_code == 200 and not ApiToken.objects.exists()  # the form again, with its error

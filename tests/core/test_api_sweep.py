@@ -30,7 +30,6 @@ from ingestion.models import Source
 from jobs import services as job_services
 from jobs.dbstates.models import Instance, Name, PrepareJob, State
 from jobs.processes import services as process_services
-from pipeline_project.core import services as core_services
 from pipeline_project.web.notifications import blocking_hub
 from pipeline_project.wsgi import application
 from tests.conftest import ALL_DATABASES_COMMITTED
@@ -53,6 +52,7 @@ from tests.core.sweep import (
     route_shape,
     wrong_types,
 )
+from tests.helpers import every_scope_token
 from tracking import services as tracking_services
 
 pytestmark = ALL_DATABASES_COMMITTED
@@ -84,7 +84,7 @@ def quiet_logs():
 def clients(db):
     """Who calls: a daemon with a token, an anonymous client, and a staff member without any
     permission in a browser session; CSRF is checked for all, as in production."""
-    _token, key = core_services.api_token_create(name="sweep")
+    key = every_scope_token("sweep")
     staff = User.objects.create_user("sweep-staff", password="x", is_staff=True)
     browser = Client(enforce_csrf_checks=True, raise_request_exception=False)
     browser.force_login(staff)
@@ -234,7 +234,7 @@ def _routed(path: str) -> bool:
 
 
 def test_sqlrs_operations_answer_in_sqlrs_shape_and_refusals_write_nothing(sweep_settings, quiet_logs):
-    _token, key = core_services.api_token_create(name="schemathesis")
+    key = every_scope_token("schemathesis")
     headers = {"Authorization": f"Bearer {key}"}
     existing_objects()
     failures, operations = {}, 0

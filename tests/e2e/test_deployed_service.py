@@ -20,12 +20,11 @@ from django.contrib.auth import get_user_model
 
 from ingestion.models import IngestionRun
 from jobs.models import Job, JobEvent, Worker
-from pipeline_project.core import services as core_services
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection
 from tests.e2e.conftest import runworker
 from tests.e2e.servers import web_server
-from tests.helpers import wait_for
+from tests.helpers import every_scope_token, wait_for
 from tests.ingestion import site as website
 from tests.ingestion.helpers import source_of
 
@@ -49,7 +48,7 @@ def deployed(route, tmp_path):
         "INGESTION_STORAGE_DIR": str(tmp_path),
         "INGESTION_SETTLE_PERIOD_SEC": "0.2",
     }
-    _token, token = core_services.api_token_create(name="e2e")
+    token = every_scope_token("e2e")
     with (
         web_server(env={**env, "DB_APPLICATION_NAME": WEB}) as (port, server),
         runworker(*SERVED, env={**env, "DB_APPLICATION_NAME": WORKER}) as worker,

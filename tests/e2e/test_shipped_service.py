@@ -12,11 +12,10 @@ from django.contrib.auth import get_user_model
 
 from ingestion import services as ingestion
 from jobs.models import Worker
-from pipeline_project.core import services as core_services
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.e2e.servers import account, shipped
 from tests.e2e.test_deployed_service import log_in
-from tests.helpers import wait_for
+from tests.helpers import every_scope_token, wait_for
 from tests.ingestion.helpers import source_of
 from tests.ingestion.site import serving
 
@@ -53,7 +52,7 @@ def lines(http: httpx.Client, method: str, path: str, **kwargs) -> list[tuple[fl
 
 
 def test_a_job_is_followed_live_and_metrics_status_and_pipeline_pages_answer(run_as):
-    _token, token = core_services.api_token_create(name="shipped")
+    token = every_scope_token("shipped")
     operator = get_user_model().objects.create_superuser("operator", password="shipped-password-1")
     with serving() as site:
         run = ingestion.run_create(source_id=source_of(site).id)
@@ -82,7 +81,7 @@ def test_a_job_is_followed_live_and_metrics_status_and_pipeline_pages_answer(run
 
 
 def test_a_process_call_waits_on_the_loop_for_its_answer(run_as):
-    _token, token = core_services.api_token_create(name="shipped")
+    token = every_scope_token("shipped")
     process = "/api/v1/processes/test.scripted/shipped-1"
     worker_args = ["--namespace", "test.scripted:2"]
     with shipped(run_as, worker_args=worker_args, env=PROCESSORS) as service, client(service, token) as http:
@@ -98,7 +97,7 @@ def test_a_process_call_waits_on_the_loop_for_its_answer(run_as):
 
 
 def test_database_state_runs_stream_their_output_as_it_comes(run_as):
-    _token, token = core_services.api_token_create(name="shipped")
+    token = every_scope_token("shipped")
     with shipped(run_as, worker_args=["--queue", "sqlrs:1"]) as service, client(service, token) as http:
         worker_ready(service)
         seed = "CREATE TABLE items (n int); INSERT INTO items SELECT generate_series(1, 3)"

@@ -17,7 +17,6 @@ import pytest
 
 from jobs.processes import services as processes
 from jobs.processes.models import Task
-from pipeline_project.core import services as core_services
 from pipeline_project.db.connections import connection_params
 from pipeline_project.web.notifications import POOL_MAX_SIZE
 from tests.conftest import ALL_DATABASES_COMMITTED
@@ -34,7 +33,7 @@ from tests.e2e.servers import (
     web_server,
     worker_pids,
 )
-from tests.helpers import wait_for
+from tests.helpers import every_scope_token, wait_for
 from tests.jobs.conftest import enqueue
 from tests.jobs.processes import processors  # noqa: F401 (registers the namespaces the web server serves)
 
@@ -130,7 +129,7 @@ def test_a_second_server_on_a_taken_port_refuses_to_start():
 def test_sixty_waiting_process_calls_hold_no_thread_and_no_connection_each(tmp_path):
     """No worker serves the namespace, so every call waits (up to its step timeout) on the event
     loop; meanwhile the web worker keeps its pool of threads and connections."""
-    _token, token = core_services.api_token_create(name="callers")
+    token = every_scope_token("callers")
     for n in range(CALLERS):
         processes.process_put(namespace="test.scripted", process_id=f"waiting-{n}", process={})
     dbname = connection_params()["dbname"]
@@ -178,7 +177,7 @@ def test_sixty_waiting_process_calls_hold_no_thread_and_no_connection_each(tmp_p
 
 
 def test_two_hundred_followers_hold_no_threads_and_the_server_keeps_answering(tmp_path):
-    _token, token = core_services.api_token_create(name="load")
+    token = every_scope_token("load")
     job_id = enqueue(task="never.runs").job_id  # no worker: the job never finishes
     events = f"/api/v1/jobs/{job_id}/events"
     trigger = {"queue": "web-test", "task": "t", "lock_key": "k"}
@@ -251,7 +250,7 @@ def _open_streams(connection: http.client.HTTPConnection, token: str) -> float:
 
 
 def test_a_chunked_body_is_read_and_an_oversized_one_refused(settings, route):
-    _token, token = core_services.api_token_create(name="chunks")
+    token = every_scope_token("chunks")
     body = json.dumps({"queue": "q", "task": "t", "lock_key": "chunked"}).encode()
 
     with web_server(env=route.env) as (port, _server):
@@ -335,7 +334,7 @@ def test_every_route_answers_every_method_in_its_error_shape_under_the_deployed_
     """The sweep's first pass (tests/core/test_api_sweep.py goes deeper, in-process), through the
     ASGI stack as deployed: every route, every method, a malformed body, with and without a token;
     with the databases reached directly and through PgBouncer."""
-    _token, token = core_services.api_token_create(name="sweep")
+    token = every_scope_token("sweep")
     problems, requests = [], 0
     with web_server(env=route.env) as (port, _server):
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)

@@ -135,6 +135,7 @@ class ProcessCallView(ProcessTaskView):
 
 
 class ProcessRepairView(ProcessTaskView):
+    operator_action = "repair"
     task_type = "repair"
 
     @extend_schema(**_TASK_SCHEMA, summary="Repair a process in error through its processor")
@@ -144,6 +145,7 @@ class ProcessRepairView(ProcessTaskView):
 
 
 class ProcessSimpleRepairView(ProcessApiView):
+    operator_action = "repair"
     post_permission = "change"
 
     @extend_schema(

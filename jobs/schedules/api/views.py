@@ -86,6 +86,7 @@ class ScheduleDetailView(ScheduleView):
 
 
 class SchedulePauseView(ScheduleView):
+    operator_action = "pause"
     post_permission = "change"
 
     @extend_schema(request=None, responses=s.ScheduleChangedSerializer, summary="Pause: its ticks are not enqueued")
@@ -95,6 +96,7 @@ class SchedulePauseView(ScheduleView):
 
 
 class ScheduleResumeView(ScheduleView):
+    operator_action = "resume"
     post_permission = "change"
 
     @extend_schema(
@@ -108,6 +110,7 @@ class ScheduleResumeView(ScheduleView):
 
 
 class ScheduleRunView(ScheduleView):
+    operator_action = "run now"
     post_permission = "change"
 
     @extend_schema(request=None, responses={201: s.RunNowSerializer}, summary="Run now: enqueue one job of it")

@@ -33,6 +33,23 @@ def test_apitoken_create_prints_a_working_token_then_revoke_disables_it():
     assert "revoked" in run("apitoken", "list")
 
 
+def test_apitoken_create_takes_scopes_and_list_shows_them():
+    key = run("apitoken", "create", "operator-script", "--scope", "operate", "--scope", "read").strip()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    assert ApiToken.objects.get().scopes == ["read", "operate"]
+    assert "read,operate" in run("apitoken", "list")
+    assert client.post("/api/v1/queues/q/pause").status_code == 200
+    assert client.post("/api/v1/pipeline/files/register", {"filename": "f", "shards": [0]}).status_code == 403
+
+
+def test_apitoken_create_refuses_an_unknown_scope():
+    with pytest.raises(CommandError):
+        run("apitoken", "create", "x", "--scope", "admin")
+    assert not ApiToken.objects.exists()
+
+
 def test_apitoken_revoke_unknown_id_fails():
     with pytest.raises(CommandError):
         run("apitoken", "revoke", "12345")
