@@ -18,7 +18,7 @@ def test_reads_inside_see_the_state_of_the_first_one():
         before = _token_count()
         with raw_connection(autocommit=True) as writer:  # a commit between the two reads
             writer.execute(
-                "INSERT INTO api_tokens (name, key_prefix, key_hash, created_at) VALUES ('w', 'p', 'h', now())"
+                "INSERT INTO api_tokens (name, key_prefix, key_hash, created_at, scopes) VALUES ('w', 'p', 'h', now(), '{read}')"
             )
         assert _token_count() == before
     assert _token_count() == before + 1
