@@ -92,13 +92,11 @@ class WebProbe(Background):
 
 JOBS = """
 SELECT extract(epoch FROM j.created_at), extract(epoch FROM j.finished_at), j.status::text,
-       extract(epoch FROM e.first_pick), coalesce(e.runs, 0), coalesce(e.outcomes, 0), coalesce(e.unrun, 0)
+       extract(epoch FROM e.first_pick), coalesce(e.picks, 0), coalesce(e.outcomes, 0), coalesce(e.unrun, 0)
 FROM dl_jobs j LEFT JOIN (
     SELECT job_id, min(ts) FILTER (WHERE kind = 'picked') AS first_pick,
-           -- a pick given back by a claim whose answer was lost never ran
-           count(*) FILTER (WHERE kind = 'picked')
-             - count(*) FILTER (WHERE kind = 'requeue' AND payload ->> 'reason' = 'claim_lost') AS runs,
-           count(*) FILTER (WHERE kind = 'done') AS outcomes,
+           count(*) FILTER (WHERE kind = 'picked') AS picks, count(*) FILTER (WHERE kind = 'done') AS outcomes,
+           -- picks given back by a claim whose answer was lost: they never ran
            count(*) FILTER (WHERE kind = 'requeue' AND payload ->> 'reason' = 'claim_lost') AS unrun
     FROM dl_job_events WHERE queue = %(queue)s GROUP BY job_id) e USING (job_id)
 WHERE j.queue = %(queue)s
@@ -141,7 +139,7 @@ def scenario_report(conn, name: str, phases: Phases, counters: dict, probe: WebP
         "scenario": name,
         "offered": offered,
         "lost": offered - sum(1 for job in jobs if job[2] == "succeeded"),
-        "repeated": sum(1 for job in jobs if job[4] > 1),
+        "repeated": sum(1 for job in jobs if job[4] - job[6] > 1),  # runs: picks that were not given back
         "two outcomes": sum(1 for job in jobs if job[5] > 1),
         "claims lost": sum(job[6] for job in jobs),
         "clean jobs/s": clean_rate,

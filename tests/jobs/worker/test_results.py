@@ -18,22 +18,19 @@ from tests.jobs.conftest import enqueue, job
 pytestmark = ALL_DATABASES_COMMITTED
 
 
+def finished_run(job: services.ClaimedJob, result) -> Running:
+    """A run of ``job`` that succeeded with ``result``, as handler threads hand it to the recorder."""
+    outcome = services.Outcome(lease=job.lease, kind="succeeded", result=result)
+    return Running(context=JobContext(job, "w"), started=0.0, renew_every=1.0, renew_at=0.0, outcome=outcome)
+
+
 def test_a_result_the_database_refuses_fails_that_job_alone():
     jobs = [enqueue(task="t", max_attempts=3) for _ in range(3)]
     claimed = services.jobs_claim(queue="default", limit=3, worker_id="w")
     source = QueueSource(WorkerConfig.from_settings({"queue": {"default": 3}}), registry)
     refused_job = claimed[1].lease.job_id
     # Past the handler's own check (as a bug of ours might be): the statement for the batch fails.
-    results = [
-        Running(
-            context=JobContext(job, "w"),
-            started=0.0,
-            renew_every=1.0,
-            renew_at=0.0,
-            outcome=services.Outcome(lease=job.lease, kind="succeeded", result=value),
-        )
-        for job, value in zip(claimed, [1, float("nan"), 3], strict=True)
-    ]
+    results = [finished_run(job, value) for job, value in zip(claimed, [1, float("nan"), 3], strict=True)]
 
     source.recorder.submit(results)
     source.recorder.flush()
@@ -59,8 +56,7 @@ def test_a_result_written_again_after_its_answer_was_lost_is_not_taken_for_a_los
         return written
 
     monkeypatch.setattr(services, "jobs_complete", write_then_lose_the_first_answer)
-    outcome = services.Outcome(lease=claimed.lease, kind="succeeded", result=1)
-    running = Running(context=JobContext(claimed, "w"), started=0.0, renew_every=1.0, renew_at=0.0, outcome=outcome)
+    running = finished_run(claimed, 1)
     source._running[claimed.lease.job_id] = running
     source.recorder.submit([running])
     with pytest.raises(OperationalError):
@@ -79,17 +75,7 @@ def test_results_whose_leases_were_lost_are_logged_in_one_line(caplog):
     Job.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     services.jobs_reap()  # a frozen worker's leases, taken away
     source = QueueSource(WorkerConfig.from_settings({"queue": {"default": 3}}), registry)
-    runs = [
-        Running(
-            context=JobContext(job, "w"),
-            started=0.0,
-            renew_every=1.0,
-            renew_at=0.0,
-            outcome=services.Outcome(lease=job.lease, kind="succeeded", result=1),
-        )
-        for job in claimed
-    ]
-    source.recorder.submit(runs)
+    source.recorder.submit([finished_run(job, 1) for job in claimed])
     source.recorder.flush()
     source.collect()
 
