@@ -11,6 +11,8 @@ from ingestion import politeness, services
 from ingestion.fetching import origin_of
 from ingestion.models import IngestionItem, IngestionRun, Source
 from pipeline_project.api.errors import ApplicationError
+from pipeline_project.audit.actions import may
+from pipeline_project.audit.services import audited
 from pipeline_project.web.admin import ReadOnlyAdminMixin
 
 MAX_HOSTS = 100
@@ -64,7 +66,9 @@ class SourceForm(forms.ModelForm):
 def run_sources(modeladmin, request, queryset):
     for source in queryset:
         try:
-            run = services.run_start(source_id=source.id)
+            with audited(request=request, action="run.start", objects=[source.id]) as entry:
+                run = services.run_start(source_id=source.id)
+                entry.count, entry.detail = 1, {"run": str(run.id)}
         except ApplicationError as error:
             modeladmin.message_user(request, f"{source.name}: {error.message}", messages.ERROR)
         else:
@@ -107,7 +111,7 @@ class SourceAdmin(admin.ModelAdmin):
     ]
 
     def has_run_permission(self, request) -> bool:
-        return request.user.has_perm("ingestion.add_ingestionrun")
+        return may(request.user, "run.start")
 
     @admin.display(description="User-Agent")
     def user_agent(self, obj) -> str:

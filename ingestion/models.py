@@ -127,6 +127,7 @@ class IngestionRun(models.Model):
 
     class Meta:
         db_table = "ingestion_runs"
+        permissions = [("cancel_ingestionrun", "Can cancel ingestion runs")]
         verbose_name = "ingestion run"
         constraints = [
             one_of("status", RunStatus, "ingestion_runs"),

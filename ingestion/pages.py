@@ -19,13 +19,21 @@ from django.views.decorators.http import require_GET, require_POST
 from ingestion import selectors, services
 from ingestion.models import ENDED_RUN_STATUSES, IngestionRun, Source
 from pipeline_project.api.errors import ApplicationError, NotFoundError
+from pipeline_project.audit.actions import may, permissions_of
+from pipeline_project.audit.selectors import audit_entries_for
+from pipeline_project.audit.services import audited
 from pipeline_project.db.snapshot import snapshot
 
 HISTORY_PAGE_SIZE = 25
 
 
+def _require_view(request) -> None:
+    if not request.user.has_perm("ingestion.view_ingestionrun"):
+        raise PermissionDenied
+
+
 def _require(request, action: str) -> None:
-    if not request.user.has_perm(f"ingestion.{action}_ingestionrun"):
+    if not may(request.user, action):
         raise PermissionDenied
 
 
@@ -34,8 +42,8 @@ def _context(request, title: str, **extra) -> dict:
         **admin.site.each_context(request),
         "title": title,
         "opts": IngestionRun._meta,
-        "can_run": request.user.has_perm("ingestion.add_ingestionrun"),
-        "can_change": request.user.has_perm("ingestion.change_ingestionrun"),
+        "can_run": may(request.user, "run.start"),
+        "can": permissions_of(request.user),
         **extra,
     }
 
@@ -55,7 +63,7 @@ def _int_or_none(value: str | None) -> int | None:
 @require_GET
 @snapshot()
 def runs_page(request):
-    _require(request, "view")
+    _require_view(request)
     source_id = _int_or_none(request.GET.get("source"))
     status = request.GET.get("status") if request.GET.get("status") in ENDED_RUN_STATUSES else None
     history = Paginator(selectors.runs_history(source_id=source_id, status=status), HISTORY_PAGE_SIZE)
@@ -78,7 +86,7 @@ def runs_page(request):
 @require_GET
 @snapshot()
 def run_page(request, run_id: uuid.UUID):
-    _require(request, "view")
+    _require_view(request)
     try:
         run = selectors.run_get(run_id=run_id)
     except NotFoundError:
@@ -96,6 +104,7 @@ def run_page(request, run_id: uuid.UUID):
         jobs=selectors.run_jobs_summary(run=run),
         jobs_search=json.dumps({"run_id": str(run.id)}),
         has_failed=any(stage["by_status"].get("failed") for stage in counts.values()),
+        audit_entries=audit_entries_for(object_type="run", object_id=run.id),
     )
     return _rendered(request, "ingestion/run.html", context)
 
@@ -103,9 +112,11 @@ def run_page(request, run_id: uuid.UUID):
 @staff_member_required
 @require_POST
 def source_run(request, source_id: int):
-    _require(request, "add")
+    _require(request, "run.start")
     try:
-        run = services.run_start(source_id=source_id)
+        with audited(request=request, action="run.start", objects=[source_id]) as entry:
+            run = services.run_start(source_id=source_id)
+            entry.count, entry.detail = 1, {"run": str(run.id)}
     except NotFoundError:
         raise Http404("no such source") from None
     except ApplicationError as error:
@@ -118,17 +129,20 @@ def source_run(request, source_id: int):
 @staff_member_required
 @require_POST
 def run_action(request, run_id: uuid.UUID, action: str):
-    if action not in ("cancel", "retry"):
+    audited_as = {"cancel": "run.cancel", "retry": "run.retry_failed"}.get(action)
+    if audited_as is None:
         raise Http404("no such action")
-    _require(request, "change")
+    _require(request, audited_as)
     by = request.user.get_username()
     try:
-        if action == "cancel":
-            services.run_cancel(run_id=run_id, by=by)
-            messages.success(request, "Run canceled; its running jobs were asked to stop.")
-        else:
-            retried = services.run_retry_failed(run_id=run_id, by=by)
-            messages.success(request, f"{retried} failed job(s) queued again.")
+        with audited(request=request, action=audited_as, objects=[run_id]) as entry:
+            if action == "cancel":
+                services.run_cancel(run_id=run_id, by=by)
+                entry.count = 1
+                messages.success(request, "Run canceled; its running jobs were asked to stop.")
+            else:
+                retried = entry.count = services.run_retry_failed(run_id=run_id, by=by)
+                messages.success(request, f"{retried} failed job(s) queued again.")
     except NotFoundError:
         raise Http404("no such run") from None
     except ApplicationError as error:

@@ -15,9 +15,12 @@ from jobs.console.admin_dashboard import DashboardAdminMixin
 from jobs.console.admin_job_page import JobPageAdminMixin
 from jobs.console.job_page import latest_runs
 from jobs.models import Job, PeriodicTask, Queue, Worker
+from pipeline_project.audit.actions import may
+from pipeline_project.audit.services import audited
 from pipeline_project.db.counts import sum_matching
 from pipeline_project.db.snapshot import rendered_in_snapshot
 from pipeline_project.web.admin import KeysetAdminMixin, KeysetChangeList, ReadOnlyAdminMixin
+from pipeline_project.web.arguments import search_refusal
 from pipeline_project.web.times import ago, duration
 
 
@@ -145,9 +148,15 @@ class JobAdmin(JobPageAdminMixin, DashboardAdminMixin, KeysetAdminMixin, ReadOnl
         first = (obj.error or "").split("\n", 1)[0]
         return _cell(first) if first else ""
 
+    def has_retry_permission(self, request):
+        return may(request.user, "job.retry")
+
+    def has_cancel_permission(self, request):
+        return may(request.user, "job.cancel")
+
     def has_remove_permission(self, request):
         """Deleting through the delete action (the admin's own delete stays off)."""
-        return request.user.has_perm("jobs.delete_job")
+        return may(request.user, "job.delete")
 
     def get_search_results(self, request, queryset, search_term):
         # Exact matches only: no LIKE scans over a table of millions of rows (error: is the exception).
@@ -162,6 +171,9 @@ class JobAdmin(JobPageAdminMixin, DashboardAdminMixin, KeysetAdminMixin, ReadOnl
             if not isinstance(wanted, dict):
                 self.message_user(request, 'args: takes a JSON object, e.g. args:{"source_id": 7}', messages.ERROR)
                 return queryset.none(), False
+            if refusal := search_refusal(wanted, request=request):  # else a match would confirm a guessed secret
+                self.message_user(request, refusal, messages.ERROR)
+                return queryset.none(), False
             return queryset.filter(args__contains=wanted), False
         if term.startswith("error:"):
             return selectors.jobs_with_error(queryset, text=term.removeprefix("error:").strip()), False
@@ -170,7 +182,7 @@ class JobAdmin(JobPageAdminMixin, DashboardAdminMixin, KeysetAdminMixin, ReadOnl
             matches |= Q(job_id=uuid.UUID(term))
         return queryset.filter(matches), False
 
-    @admin.action(description="Retry selected jobs (failed, canceled or lost only)", permissions=["repair"])
+    @admin.action(description="Retry selected jobs (failed, canceled or lost only)", permissions=["retry"])
     def retry_jobs(self, request, queryset):
         return self._confirmed(
             request,
@@ -183,7 +195,7 @@ class JobAdmin(JobPageAdminMixin, DashboardAdminMixin, KeysetAdminMixin, ReadOnl
             skipped="not failed, canceled or lost",
         )
 
-    @admin.action(description="Cancel selected jobs", permissions=["repair"])
+    @admin.action(description="Cancel selected jobs", permissions=["cancel"])
     def cancel_jobs(self, request, queryset):
         return self._confirmed(
             request,
@@ -234,7 +246,15 @@ class JobAdmin(JobPageAdminMixin, DashboardAdminMixin, KeysetAdminMixin, ReadOnl
                     "action_checkbox_name": ACTION_CHECKBOX_NAME,
                 },
             )
-        counts = act(selection, False)
+        across = request.POST.get("select_across") == "1"  # every job the list's filters match
+        with audited(
+            request=request,
+            action=f"job.{verb}",
+            objects=[] if across else request.POST.getlist(ACTION_CHECKBOX_NAME),
+            filter=dict(request.GET.items()) if across else None,
+        ) as entry:
+            counts = act(selection, False)
+            entry.count, entry.detail = counts.changed, {"matched": counts.matched, "requested": counts.requested}
         requested = f"; cancellation requested for {counts.requested} running" if counts.requested else ""
         self.message_user(
             request,

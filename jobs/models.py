@@ -166,6 +166,8 @@ class Job(models.Model):
 
     class Meta:
         db_table = "dl_jobs"
+        permissions = [("retry_job", "Can retry jobs"), ("cancel_job", "Can cancel jobs")]
+        permissions += [("view_job_arguments", "Can view job arguments (secret values unmasked)")]
         verbose_name = "job"
         constraints = [
             models.UniqueConstraint(fields=["idempotency_key"], name="dl_jobs_idempotency_key_key"),
@@ -408,6 +410,7 @@ class Queue(models.Model):
 
     class Meta:
         db_table = "dl_queues"
+        permissions = [("pause_queue", "Can pause and resume queues"), ("limit_queue", "Can change queue limits")]
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(

@@ -8,12 +8,12 @@ on the embedded PostgreSQL in ``var/postgres`` (see ``embedded_postgres``).
 import os
 import secrets
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from pipeline_project.db.connections import check_pooled_connection
+from pipeline_project.db.routers import pipeline_url_from
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "jobs.schedules",
     "ingestion",
     "jobs.dbstates",
+    "pipeline_project.audit",
 ]
 
 # Every answer carries the security headers: the middleware that add them come first, outside
@@ -136,13 +137,6 @@ TEMPLATES = [
 # pipeline_tracking (seed 000 asks for a separate pipeline database).
 
 
-def _pipeline_url_from(default_url: str) -> str:
-    """The same server as DATABASE_URL, database name suffixed with ``_pipeline``."""
-    parts = urlsplit(default_url)
-    name = parts.path.lstrip("/") or "postgres"
-    return urlunsplit(parts._replace(path=f"/{name}_pipeline"))
-
-
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 DB_BEHIND_POOLER = env_bool("DB_BEHIND_POOLER")
 # LISTEN needs a session of its own, which a transaction pooler does not keep: the connections
@@ -156,7 +150,7 @@ if DB_BEHIND_POOLER and not DB_LISTEN_URL:
 if DATABASE_URL:
     DATABASES = {
         "default": dj_database_url.parse(DATABASE_URL),
-        "pipeline": dj_database_url.parse(os.environ.get("PIPELINE_DATABASE_URL") or _pipeline_url_from(DATABASE_URL)),
+        "pipeline": dj_database_url.parse(os.environ.get("PIPELINE_DATABASE_URL") or pipeline_url_from(DATABASE_URL)),
     }
 else:
     from pipeline_project.db import embedded as embedded_postgres
@@ -249,6 +243,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 
 # --- REST API -------------------------------------------------------------------------
 API_TOKEN_DEFAULT_SCOPES = ("read", "write")  # a new token's; operate is asked for (apitoken --scope)
+# Arguments' keys whose values are secrets: masked for users without jobs.view_job_arguments.
+SECRET_ARG_KEYS = env_list("SECRET_ARG_KEYS", "password,secret,token,api_key,apikey,access_key,private_key,credentials")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "pipeline_project.api.authentication.BearerTokenAuthentication",

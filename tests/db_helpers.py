@@ -62,8 +62,11 @@ def listening(alias: str, channel: str):
         yield received
 
 
-# Tables a test's teardown never empties: what migrate wrote and no test changes.
-KEPT_TABLES = frozenset({"django_migrations", "django_content_type", "auth_permission"})
+# Tables a test's teardown never empties: what migrate wrote and no test changes (the operator
+# groups and their permissions among them).
+KEPT_TABLES = frozenset(
+    {"django_migrations", "django_content_type", "auth_permission", "auth_group", "auth_group_permissions"}
+)
 _written_tables_sql: dict[str, str] = {}
 
 

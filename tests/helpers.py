@@ -142,3 +142,31 @@ def every_scope_token(name: str) -> str:
 
     _token, key = services.api_token_create(name=name, scopes=list(SCOPES))
     return key
+
+
+def scoped_client(*scopes: str):
+    """An API client authenticated with a new token of just these scopes."""
+    from rest_framework.test import APIClient
+
+    from pipeline_project.core import services
+
+    _token, key = services.api_token_create(name=f"daemon-{'-'.join(scopes)}", scopes=list(scopes))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client
+
+
+def staff_client(*permissions: str, client=None):
+    """A client logged in as a new staff member holding ``permissions`` ("app_label.codename");
+    an APIClient unless ``client`` is given (the admin's test client)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+    from rest_framework.test import APIClient
+
+    user = get_user_model().objects.create_user(f"staff-{get_user_model().objects.count()}", is_staff=True)
+    for permission in permissions:
+        app_label, codename = permission.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    client = client or APIClient()
+    client.force_login(user)
+    return client

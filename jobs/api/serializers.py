@@ -2,6 +2,7 @@ from rest_framework import serializers
 
 from jobs import services
 from jobs.models import Job
+from pipeline_project.api.arguments import ArgumentsField
 from pipeline_project.api.fields import QueryIntegerField, StrictBooleanField, StrictCharField, StrictIntegerField
 from pipeline_project.api.serializers import PageQuery, RequestSerializer
 
@@ -66,6 +67,7 @@ class EnqueuedListSerializer(serializers.Serializer):
 
 
 class JobSerializer(serializers.ModelSerializer):
+    args = ArgumentsField(read_only=True)
     waiting = serializers.BooleanField(
         source="is_waiting", help_text="Queued, but waiting for the jobs it depends on (see depends_on)."
     )

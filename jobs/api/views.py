@@ -19,16 +19,17 @@ from pipeline_project.api.accepts import DeclaredRequestMixin, accepts
 from pipeline_project.api.authentication import request_caller
 from pipeline_project.api.pagination import StrictCursorPagination
 from pipeline_project.api.schema import error_responses
+from pipeline_project.audit.services import audited
 from pipeline_project.db.snapshot import snapshot
 from pipeline_project.web.ndjson import NDJSON
 
 
-def _job_response(job_id) -> Response:
+def _job_response(job_id, request) -> Response:
     with snapshot():  # the job and its links as of one moment
         job = selectors.job_get(job_id=job_id)
         links = selectors.job_dependencies(job_id=job_id)
     job.upstream, job.downstream = links["upstream"], links["downstream"]
-    return Response(s.JobDetailSerializer(job).data)
+    return Response(s.JobDetailSerializer(job, context={"request": request}).data)  # args masked as it may see them
 
 
 class JobView(DeclaredRequestMixin, APIView):
@@ -73,11 +74,11 @@ class JobStatusView(JobView):
     @extend_schema(responses=s.JobDetailSerializer, summary="A job's status, progress and error")
     @accepts()
     def get(self, request, job_id):
-        return _job_response(job_id)
+        return _job_response(job_id, request)
 
 
 class JobCancelView(JobView):
-    operator_action = "cancel"
+    operator_action = "job.cancel"
     post_permission = "change"
 
     @extend_schema(
@@ -87,8 +88,10 @@ class JobCancelView(JobView):
     )
     @accepts()
     def post(self, request, job_id):
-        services.job_cancel(job_id=job_id, requested_by=request_caller(request))
-        return _job_response(job_id)
+        with audited(request=request, action=self.operator_action, objects=[job_id]) as entry:
+            entry.detail["outcome"] = services.job_cancel(job_id=job_id, requested_by=request_caller(request))
+            entry.count = 1
+        return _job_response(job_id, request)
 
 
 class JobPagination(StrictCursorPagination):
@@ -120,12 +123,12 @@ class JobListView(DeclaredRequestMixin, generics.ListAPIView):
 
 
 class JobDetailView(JobView):
-    operator_action = "delete"
+    operator_action = "job.delete"
 
     @extend_schema(responses=s.JobDetailSerializer, summary="A job")
     @accepts()
     def get(self, request, job_id):
-        return _job_response(job_id)
+        return _job_response(job_id, request)
 
     @extend_schema(
         parameters=[s.DeleteQuerySerializer],
@@ -134,7 +137,9 @@ class JobDetailView(JobView):
     )
     @accepts(query=s.DeleteQuerySerializer)
     def delete(self, request, job_id, *, query):
-        deletion = services.job_delete(job_id=job_id, **query)
+        with audited(request=request, action=self.operator_action, objects=[job_id]) as entry:
+            deletion = services.job_delete(job_id=job_id, **query)
+            entry.count, entry.detail = 1, {"force": query["force"]}
         return Response(s.DeletionSerializer(deletion).data)
 
 
@@ -163,10 +168,13 @@ class JobBulkActionView(JobView):
 
     @accepts(body=s.BulkActionSerializer)
     def post(self, request, *, body):
-        filterset = JobFilter(data=body["filters"], queryset=selectors.job_list())
+        filterset = JobFilter(data=body["filters"], queryset=selectors.job_list(), request=request)
         if not filterset.is_valid():
             raise ValidationError({"filters": filterset.errors})
-        counts = self.act(request, services.Selection.of_queryset(filterset.qs), body)
+        recorded = not body["dry_run"]
+        with audited(request=request, action=self.operator_action, filter=body["filters"], record=recorded) as entry:
+            counts = self.act(request, services.Selection.of_queryset(filterset.qs), body)
+            entry.count, entry.detail = counts.changed, {"matched": counts.matched, "requested": counts.requested}
         return Response(s.CountsSerializer(counts).data)
 
 
@@ -181,7 +189,7 @@ _BULK_SCHEMA = {"request": s.BulkActionSerializer, "responses": s.CountsSerializ
     )
 )
 class JobRetryMatchingView(JobBulkActionView):
-    operator_action = "retry"
+    operator_action = "job.retry"
 
     def act(self, request, selection, body):
         return services.jobs_retry(selection=selection, by=request_caller(request), dry_run=body["dry_run"])
@@ -195,7 +203,7 @@ class JobRetryMatchingView(JobBulkActionView):
     )
 )
 class JobCancelMatchingView(JobBulkActionView):
-    operator_action = "cancel"
+    operator_action = "job.cancel"
 
     def act(self, request, selection, body):
         return services.jobs_cancel(selection=selection, by=request_caller(request), dry_run=body["dry_run"])
@@ -209,7 +217,7 @@ class JobCancelMatchingView(JobBulkActionView):
     )
 )
 class JobDeleteMatchingView(JobBulkActionView):
-    operator_action = "delete"
+    operator_action = "job.delete"
     post_permission = "delete"
 
     def act(self, request, selection, body):
@@ -228,18 +236,19 @@ class QueueListView(QueueView):
 
 
 class QueuePauseView(QueueView):
-    operator_action = "pause"
+    operator_action = "queue.pause"
     post_permission = "change"
 
     @extend_schema(request=None, responses=s.QueueChangeSerializer, summary="Pause a queue: no worker claims from it")
     @accepts()
     def post(self, request, queue):
-        changed = services.queue_pause(queue=queue, by=request_caller(request))
+        with audited(request=request, action=self.operator_action, objects=[queue]) as entry:
+            changed = entry.count = int(services.queue_pause(queue=queue, by=request_caller(request)))
         return Response(s.QueueChangeSerializer({"queue": queue, "paused": True, "changed": changed}).data)
 
 
 class QueueLimitsView(QueueView):
-    operator_action = "change limits"
+    operator_action = "queue.limits"
 
     @extend_schema(
         request=s.QueueLimitsSerializer,
@@ -248,12 +257,14 @@ class QueueLimitsView(QueueView):
     )
     @accepts(body=s.QueueLimitsSerializer)
     def put(self, request, queue, *, body):
-        limits = services.queue_limits_set(queue=queue, by=request_caller(request), **body)
+        with audited(request=request, action=self.operator_action, objects=[queue]) as entry:
+            limits = services.queue_limits_set(queue=queue, by=request_caller(request), **body)
+            entry.count, entry.detail = 1, body
         return Response(s.QueueLimitsOutSerializer(limits).data)
 
 
 class QueueResumeView(QueueView):
-    operator_action = "resume"
+    operator_action = "queue.resume"
     post_permission = "change"
 
     @extend_schema(
@@ -261,5 +272,6 @@ class QueueResumeView(QueueView):
     )
     @accepts()
     def post(self, request, queue):
-        changed = services.queue_resume(queue=queue, by=request_caller(request))
+        with audited(request=request, action=self.operator_action, objects=[queue]) as entry:
+            changed = entry.count = int(services.queue_resume(queue=queue, by=request_caller(request)))
         return Response(s.QueueChangeSerializer({"queue": queue, "paused": False, "changed": changed}).data)

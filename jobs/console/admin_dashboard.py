@@ -12,6 +12,8 @@ from django.views.decorators.http import require_POST
 from jobs import services
 from jobs.console import dashboard
 from pipeline_project.api.errors import ApplicationError
+from pipeline_project.audit.actions import may
+from pipeline_project.audit.services import audited
 from pipeline_project.db.snapshot import rendered_in_snapshot
 
 
@@ -44,17 +46,20 @@ class DashboardAdminMixin:
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "title": "Jobs dashboard",
-            **dashboard.context(can_pause=request.user.has_perm("jobs.change_queue")),
+            **dashboard.context(
+                can_pause=may(request.user, "queue.pause"), can_limit=may(request.user, "queue.limits")
+            ),
         }
         template = "admin/jobs/dashboard_body.html" if request.GET.get("fragment") else "admin/jobs/dashboard.html"
         return TemplateResponse(request, template, context)
 
     def queue_change_view(self, request, queue, change):
-        if not request.user.has_perm("jobs.change_queue") or change not in ("pause", "resume"):
+        if change not in ("pause", "resume") or not may(request.user, f"queue.{change}"):
             raise PermissionDenied
         act = services.queue_pause if change == "pause" else services.queue_resume
         try:
-            changed = act(queue=queue, by=request.user.get_username())
+            with audited(request=request, action=f"queue.{change}", objects=[queue]) as entry:
+                changed = entry.count = int(act(queue=queue, by=request.user.get_username()))
         except ApplicationError as error:
             self.message_user(request, error.message, messages.ERROR)
         else:
@@ -63,13 +68,15 @@ class DashboardAdminMixin:
         return redirect(reverse("admin:jobs_job_dashboard"))
 
     def queue_limits_view(self, request, queue):
-        if not request.user.has_perm("jobs.change_queue"):
+        if not may(request.user, "queue.limits"):
             raise PermissionDenied
         form = QueueLimitsForm(request.POST)
         problems = form.errors
         if form.is_valid():
             try:
-                limits = services.queue_limits_set(queue=queue, by=request.user.get_username(), **form.cleaned_data)
+                with audited(request=request, action="queue.limits", objects=[queue]) as entry:
+                    limits = services.queue_limits_set(queue=queue, by=request.user.get_username(), **form.cleaned_data)
+                    entry.count, entry.detail = 1, form.cleaned_data
             except ApplicationError as error:
                 problems = error.details or {"queue": [error.message]}
             else:

@@ -11,6 +11,8 @@ from django.urls import path, reverse
 from jobs import selectors, services
 from jobs.console.job_page import job_page
 from jobs.models import Job
+from pipeline_project.audit.selectors import audit_entries_for
+from pipeline_project.audit.services import audited
 from pipeline_project.db.snapshot import rendered_in_snapshot
 
 
@@ -36,8 +38,13 @@ class JobPageAdminMixin:
             "opts": self.opts,
             "title": f"{job.task} …{str(job.job_id)[-8:]}",
             **job_page(
-                job, can_repair=self.has_repair_permission(request), can_remove=self.has_remove_permission(request)
+                job,
+                can_retry=self.has_retry_permission(request),
+                can_cancel=self.has_cancel_permission(request),
+                can_remove=self.has_remove_permission(request),
+                request=request,
             ),
+            "audit_entries": audit_entries_for(object_type="job", object_id=job.job_id),
         }
         fragment = request.GET.get("fragment")
         return TemplateResponse(
@@ -52,7 +59,7 @@ class JobPageAdminMixin:
 
     def job_action_view(self, request, object_id, action):
         """Retry, Cancel or Delete from the job's page: a POST (Delete asks on a page first)."""
-        allowed = {"retry": self.has_repair_permission, "cancel": self.has_repair_permission}
+        allowed = {"retry": self.has_retry_permission, "cancel": self.has_cancel_permission}
         allowed["delete"] = self.has_remove_permission
         if action not in allowed or not allowed[action](request):
             raise PermissionDenied
@@ -62,14 +69,19 @@ class JobPageAdminMixin:
             return rendered_in_snapshot(lambda: self._delete_confirmation(request, object_id))
         job = self._job_or_404(request, object_id)
         selection = services.Selection.of_ids([job.job_id])
+        with audited(request=request, action=f"job.{action}", objects=[job.job_id]) as entry:
+            if action == "retry":
+                counts = services.jobs_retry(selection=selection, by=request.user.get_username())
+            elif action == "cancel":
+                counts = services.jobs_cancel(selection=selection, by=request.user.get_username())
+            else:
+                counts = services.jobs_delete(selection=selection)
+            entry.count, entry.detail = counts.changed, {"requested": counts.requested}
         if action == "retry":
-            counts = services.jobs_retry(selection=selection, by=request.user.get_username())
             done = "put back in its queue for a new run" if counts.changed else f"not retried: it is {job.status}"
         elif action == "cancel":
-            counts = services.jobs_cancel(selection=selection, by=request.user.get_username())
             done = "canceled" if counts.changed else ("asked to stop" if counts.requested else "already finished")
         else:
-            counts = services.jobs_delete(selection=selection)
             if counts.changed:
                 self.message_user(request, f"Job {job.job_id} deleted with its events.")
                 return redirect(reverse("admin:jobs_job_changelist"))

@@ -13,7 +13,7 @@ MINUTES = 60
 AXIS_LABEL_EVERY_MINUTES = 15
 
 
-def context(*, can_pause: bool) -> dict:
+def context(*, can_pause: bool, can_limit: bool) -> dict:
     activity = selectors.queue_activity(minutes=MINUTES)
     queues = selectors.queues()
     names = sorted({queue["name"] for queue in queues} | set(activity))
@@ -29,6 +29,7 @@ def context(*, can_pause: bool) -> dict:
         "succeeded_total": sum(column["succeeded"] for column in throughput),
         "failed_total": sum(column["failed"] for column in throughput),
         "can_pause": can_pause,
+        "can_limit": can_limit,
     }
 
 

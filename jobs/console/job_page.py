@@ -20,6 +20,7 @@ from django.utils.dateparse import parse_datetime
 from jobs.models import Job, JobStatus
 from jobs.selectors import job_dependencies, job_journal, latest_job_events
 from jobs.services.operators import RETRYABLE
+from pipeline_project.web.arguments import arguments_shown
 
 FOLD_LINES = 12  # a JSON value longer than this starts folded
 JOURNAL_EVENTS = 2000  # the newest events besides heartbeats (a few hundred attempts)
@@ -226,9 +227,11 @@ def latest_runs(jobs: list[Job]) -> dict:
 # --- the page ---------------------------------------------------------------------------------
 
 
-def job_page(job: Job, *, can_repair: bool, can_remove: bool) -> dict:
-    """The page's context; ``can_repair`` (retry, cancel) and ``can_remove`` are the user's
-    permissions as the admin decides them for the actions. Read in the caller's snapshot."""
+def job_page(job: Job, *, can_retry: bool, can_cancel: bool, can_remove: bool, request=None) -> dict:
+    """The page's context; ``can_retry``, ``can_cancel`` and ``can_remove`` are the user's
+    permissions as the admin decides them for the actions; the args' secret values show only if
+    the ``request``'s user may view them (``pipeline_project.web.arguments``; masked without a
+    request). Read in the caller's snapshot."""
     events, truncated = _journal(job.job_id)
     runs = runs_of(events, status=job.status, now=timezone.now())
     done = [event for event in events if event.kind == "done"]
@@ -237,11 +240,11 @@ def job_page(job: Job, *, can_repair: bool, can_remove: bool) -> dict:
         "job": job,
         "live": not job.is_finished,
         "run": current,
-        "can_retry": job.status in RETRYABLE and can_repair,
-        "can_cancel": not job.is_finished and can_repair,
+        "can_retry": job.status in RETRYABLE and can_retry,
+        "can_cancel": not job.is_finished and can_cancel,
         "can_delete": job.status != JobStatus.RUNNING and can_remove,
         "data": [
-            ("args", shown(job.args)),
+            ("args", shown(arguments_shown(job.args, request=request))),
             ("progress", shown(job.progress)),
             ("result", shown(done[-1].payload.get("result")) if done else None),
         ],

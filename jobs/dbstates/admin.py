@@ -12,6 +12,7 @@ from django.utils.html import format_html
 from jobs.dbstates import deletion, selectors, services
 from jobs.dbstates.models import Instance, Name, PrepareEvent, PrepareJob, PrepareTask, State
 from pipeline_project.api.errors import ApplicationError
+from pipeline_project.audit.services import audited
 from pipeline_project.db.snapshot import read_in_snapshot, snapshot
 from pipeline_project.web.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 
@@ -132,7 +133,9 @@ class PrepareJobAdmin(OneSnapshotPagesMixin, ServiceDeletionMixin, ReadOnlyAdmin
 
     @admin.action(permissions=["repair"], description="Cancel the selected queued or running jobs")
     def cancel_jobs(self, request, queryset):
-        cancelled = sum(services.prepare_job_cancel(job_id=job_id) for job_id in queryset.values_list("pk", flat=True))
+        job_ids = list(queryset.values_list("pk", flat=True))
+        with audited(request=request, action="prepare_job.cancel", objects=job_ids) as entry:
+            cancelled = entry.count = sum(services.prepare_job_cancel(job_id=job_id) for job_id in job_ids)
         self.message_user(request, f"Cancellation requested for {cancelled} job(s); finished ones were left alone.")
 
     def delete_service(self, obj, **flags):

@@ -4,6 +4,8 @@ Every page is read in one snapshot (``read_in_snapshot``): a process changing wh
 is built shows as it was before or after, never half of each.
 """
 
+import json
+
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.forms.models import BaseInlineFormSet
@@ -11,11 +13,15 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
 from jobs.processes import selectors, services
-from jobs.processes.models import PROCESS_STATUSES, Event, Process, Task
+from jobs.processes.models import PROCESS_STATUSES, Event, Process, Task, process_audit_id
 from pipeline_project.api.errors import ApplicationError
+from pipeline_project.audit.actions import may
+from pipeline_project.audit.selectors import audit_entries_for
+from pipeline_project.audit.services import audited
 from pipeline_project.db.counts import sum_matching
 from pipeline_project.db.snapshot import read_in_snapshot
 from pipeline_project.web.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
+from pipeline_project.web.arguments import arguments_masked, may_view_arguments
 
 
 class LatestInlineFormSet(BaseInlineFormSet):
@@ -44,6 +50,18 @@ class TaskInline(ReadOnlyTabularInline):
         "attempts_count",
     ]
     ordering = ["-task_id"]
+
+    def get_fields(self, request, obj=None):
+        # A user who may not view arguments sees the args with their secrets masked instead.
+        shown = "args" if may_view_arguments(request) else "masked_args"
+        return [shown if name == "args" else name for name in self.fields]
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.get_fields(request, obj)
+
+    @admin.display(description="args")
+    def masked_args(self, obj):
+        return json.dumps(arguments_masked(obj.args), ensure_ascii=False)
 
     def get_formset(self, request, obj=None, **kwargs):
         formset = super().get_formset(request, obj, **kwargs)
@@ -105,13 +123,25 @@ class ProcessAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     inlines = [TaskInline, EventInline]
     actions = ["repair_processes", "simple_repair_processes"]
     change_list_template = "admin/processes/process/change_list.html"
+    change_form_template = "admin/processes/process/change_form.html"
+
+    def has_repair_permission(self, request):
+        return may(request.user, "process.repair")
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        process = self.get_object(request, object_id)
+        entries = []
+        if process is not None:
+            audit_id = process_audit_id(namespace=process.namespace, process_id=process.process_id)
+            entries = audit_entries_for(object_type="process", object_id=audit_id)
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), "audit_entries": entries})
 
     @admin.action(permissions=["repair"], description="Repair through the processor (task type repair)")
     def repair_processes(self, request, queryset):
         self._each(
             request,
             queryset,
-            "repair scheduled",
+            "process.repair",
             lambda p: services.process_task_prepare("repair", namespace=p.namespace, process_id=p.process_id),
         )
 
@@ -120,21 +150,24 @@ class ProcessAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
         self._each(
             request,
             queryset,
-            "set running",
+            "process.simple_repair",
             lambda p: services.process_simple_repair(namespace=p.namespace, process_id=p.process_id),
         )
 
-    def _each(self, request, queryset, done: str, act) -> None:
-        changed, refused = 0, []
+    def _each(self, request, queryset, action: str, act) -> None:
+        refused = []
         selected = list(queryset)  # one read: the counts below add up
         skipped = sum(process.status != "error" for process in selected)
-        for process in [process for process in selected if process.status == "error"]:
-            try:
-                act(process)
-                changed += 1
-            except ApplicationError as error:
-                refused.append(f"{process}: {error.message}")
-        self.message_user(request, f"{changed} process(es) {done}; {skipped} not in error left alone.")
+        with audited(request=request, action=action) as entry:
+            for process in [process for process in selected if process.status == "error"]:
+                try:
+                    act(process)
+                    entry.objects.append(process_audit_id(namespace=process.namespace, process_id=process.process_id))
+                except ApplicationError as error:
+                    refused.append(f"{process}: {error.message}")
+            entry.count = len(entry.objects)
+        done = "repair scheduled" if action == "process.repair" else "set running"
+        self.message_user(request, f"{entry.count} process(es) {done}; {skipped} not in error left alone.")
         for message in refused:
             self.message_user(request, message, messages.WARNING)
 

@@ -42,6 +42,11 @@ def _one_of(field: str, values: tuple[str, ...], name: str) -> models.CheckConst
 PROCESS_COUNTS = Counts(table="dl_processes", counts_table="dl_process_counts", columns=("namespace", "status"))
 
 
+def process_audit_id(*, namespace: str, process_id: str) -> str:
+    """How the audit trail names a process: by its namespace and id, as the API does."""
+    return f"{namespace}/{process_id}"
+
+
 class Process(models.Model):
     id = models.BigAutoField(primary_key=True)
     namespace = models.TextField()
@@ -59,6 +64,7 @@ class Process(models.Model):
 
     class Meta:
         db_table = "dl_processes"
+        permissions = [("repair_process", "Can repair processes")]
         constraints = [
             models.UniqueConstraint(fields=["namespace", "process_id"], name="ux_dl_processes_ns_id"),
             _one_of("status", PROCESS_STATUSES, "dl_processes_status"),

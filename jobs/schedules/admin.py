@@ -2,6 +2,8 @@
 services, which hold the rules), pause, resume and run them now. Schedules declared in code are
 read-only here but for those three actions and delete."""
 
+import json
+
 from django import forms
 from django.contrib import admin, messages
 from django.urls import reverse
@@ -11,6 +13,9 @@ from django.utils.html import format_html, format_html_join
 from jobs.schedules import selectors, services
 from jobs.schedules.models import Schedule
 from pipeline_project.api.errors import ApplicationError
+from pipeline_project.audit.actions import may
+from pipeline_project.audit.services import audited
+from pipeline_project.web.arguments import arguments_masked, may_view_arguments
 from pipeline_project.web.times import ago, duration
 
 
@@ -79,9 +84,28 @@ class ScheduleAdmin(admin.ModelAdmin):
     ]
 
     def get_readonly_fields(self, request, obj=None):
+        hidden = ["masked_args"] if self._args_hidden(request, obj) else []
         if obj is not None and obj.declared_in_code:
-            return [*services.FIELDS, *self.readonly_fields]
-        return self.readonly_fields
+            return [*services.FIELDS, *self.readonly_fields, *hidden]
+        return [*self.readonly_fields, *hidden]
+
+    def _args_hidden(self, request, obj) -> bool:
+        """Whether the schedule's args hold secrets the user may not view: then they are shown
+        masked and read-only (a form cannot give back values it never showed)."""
+        return obj is not None and not may_view_arguments(request) and arguments_masked(obj.args) != obj.args
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if not self._args_hidden(request, obj):
+            return fieldsets
+        return [
+            (title, {**options, "fields": ["masked_args" if name == "args" else name for name in options["fields"]]})
+            for title, options in fieldsets
+        ]
+
+    @admin.display(description="args")
+    def masked_args(self, obj):
+        return json.dumps(arguments_masked(obj.args), ensure_ascii=False)
 
     def get_changeform_initial_data(self, request):
         return {
@@ -143,23 +167,39 @@ class ScheduleAdmin(admin.ModelAdmin):
         for schedule_id in queryset.values_list("pk", flat=True):
             services.schedule_delete(schedule_id=schedule_id)
 
-    @admin.action(description="Pause selected schedules", permissions=["change"])
+    def has_pause_permission(self, request):
+        return may(request.user, "schedule.pause")
+
+    def has_run_permission(self, request):
+        return may(request.user, "schedule.run_now")
+
+    @admin.action(description="Pause selected schedules", permissions=["pause"])
     def pause_schedules(self, request, queryset):
-        self._each(request, queryset, "paused", lambda pk, by: services.schedule_pause(schedule_id=pk, by=by)[1])
+        self._each(
+            request, queryset, "schedule.pause", lambda pk, by: services.schedule_pause(schedule_id=pk, by=by)[1]
+        )
 
-    @admin.action(description="Resume selected schedules (from their next tick)", permissions=["change"])
+    @admin.action(description="Resume selected schedules (from their next tick)", permissions=["pause"])
     def resume_schedules(self, request, queryset):
-        self._each(request, queryset, "resumed", lambda pk, by: services.schedule_resume(schedule_id=pk, by=by)[1])
+        self._each(
+            request, queryset, "schedule.resume", lambda pk, by: services.schedule_resume(schedule_id=pk, by=by)[1]
+        )
 
-    @admin.action(description="Run selected schedules now (one job each)", permissions=["change"])
+    @admin.action(description="Run selected schedules now (one job each)", permissions=["run"])
     def run_schedules_now(self, request, queryset):
-        self._each(request, queryset, "enqueued", lambda pk, by: bool(services.schedule_run_now(schedule_id=pk, by=by)))
+        self._each(
+            request, queryset, "schedule.run_now", lambda pk, by: bool(services.schedule_run_now(schedule_id=pk, by=by))
+        )
 
-    def _each(self, request, queryset, done: str, act) -> None:
-        changed = 0
-        for schedule_id, name in queryset.values_list("pk", "name"):
-            try:
-                changed += act(schedule_id, request.user.get_username())
-            except ApplicationError as error:
-                self.message_user(request, f"{name}: {error.message}", messages.WARNING)
-        self.message_user(request, f"{changed} of {queryset.count()} schedule(s) {done}.")
+    def _each(self, request, queryset, action: str, act) -> None:
+        selected = list(queryset.values_list("pk", "name"))
+        with audited(request=request, action=action) as entry:
+            for schedule_id, name in selected:
+                try:
+                    if act(schedule_id, request.user.get_username()):
+                        entry.objects.append(schedule_id)
+                except ApplicationError as error:
+                    self.message_user(request, f"{name}: {error.message}", messages.WARNING)
+            entry.count = len(entry.objects)
+        done = {"schedule.pause": "paused", "schedule.resume": "resumed", "schedule.run_now": "enqueued"}[action]
+        self.message_user(request, f"{entry.count} of {len(selected)} schedule(s) {done}.")

@@ -39,6 +39,7 @@ class Schedule(models.Model):
 
     class Meta:
         db_table = "dl_schedules"
+        permissions = [("run_schedule", "Can run a schedule now")]
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(

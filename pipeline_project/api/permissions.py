@@ -1,6 +1,7 @@
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
+from pipeline_project.audit.actions import may
 from pipeline_project.core.models import ApiToken
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -23,8 +24,10 @@ class IsDaemonOrPermittedStaff(BasePermission):
     (or change) to read, add, change or delete to write.
 
     A view names its model in ``permission_model``; a POST that changes rows rather than
-    adding them says so with ``post_permission = "change"``. A view with no model (the schema,
-    the docs, /status) needs a staff session only.
+    adding them says so with ``post_permission = "change"``. A view that declares its
+    ``operator_action`` needs, to write, that action's permission (``audit.actions``), as the
+    admin's button does. A view with no model (the schema, the docs, /status) needs a staff
+    session only.
     """
 
     message = "An API token, or a staff session with the permission this request needs, is required."
@@ -41,6 +44,8 @@ class IsDaemonOrPermittedStaff(BasePermission):
         user = request.user
         if not (user and user.is_authenticated and user.is_staff):
             return False
+        if scope_needed(request, view) == "operate":
+            return may(user, view.operator_action)
         model = getattr(view, "permission_model", None)
         if model is None:
             return True

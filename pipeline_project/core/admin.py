@@ -1,6 +1,7 @@
 from django.contrib import admin, messages
 from django.utils import timezone
 
+from pipeline_project.audit.services import audited
 from pipeline_project.core import services
 from pipeline_project.core.models import ApiToken
 
@@ -40,8 +41,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke_tokens(self, request, queryset):
-        count = 0
-        for token_id in queryset.filter(revoked_at__isnull=True).values_list("pk", flat=True):
-            services.api_token_revoke(token_id=token_id)
-            count += 1
+        token_ids = list(queryset.filter(revoked_at__isnull=True).values_list("pk", flat=True))
+        with audited(request=request, action="token.revoke", objects=token_ids) as entry:
+            for token_id in token_ids:
+                services.api_token_revoke(token_id=token_id)
+            count = entry.count = len(token_ids)
         self.message_user(request, f"Revoked {count} token(s) at {timezone.now():%Y-%m-%d %H:%M:%S} UTC.")

@@ -1,4 +1,5 @@
-"""Who may call the API: a token what its scopes allow; a staff session what its model permissions allow."""
+"""Who may call the API: a token what its scopes allow; a staff session what its model permissions
+allow, and an operator's action only with that action's permission."""
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -47,12 +48,15 @@ def calls(job_id) -> dict:
         ((), set()),
         (("view_job",), {"list jobs", "job status"}),
         (("view_job", "add_job"), {"list jobs", "job status", "trigger"}),
-        (("change_job",), {"list jobs", "job status", "cancel", "retry matching"}),
+        (("change_job",), {"list jobs", "job status"}),  # an operator's action needs its own permission
+        (("view_job", "cancel_job"), {"list jobs", "job status", "cancel"}),
+        (("retry_job",), {"retry matching"}),
         (("delete_job", "view_job"), {"list jobs", "job status", "delete"}),
         (("view_pipelinetracking",), {"tracking summary"}),
         (("add_pipelinetracking",), {"register a file"}),
         (("change_pipelinetracking",), {"tracking summary", "claim"}),
-        (("view_queue", "change_queue"), {"queues", "pause"}),
+        (("view_queue", "change_queue"), {"queues"}),
+        (("view_queue", "pause_queue"), {"queues", "pause"}),
     ],
 )
 def test_a_staff_session_needs_the_model_permission_for_each_call(codenames, allowed):

@@ -15,15 +15,18 @@ from tests.ingestion.helpers import item, new_run
 pytestmark = ALL_DATABASES
 
 
-def staff(client, *actions: str) -> User:
+VIEW, START, CANCEL, RETRY = "view_ingestionrun", "add_ingestionrun", "cancel_ingestionrun", "retry_job"
+
+
+def staff(client, *codenames: str) -> User:
     user = User.objects.create_user(f"op-{uuid.uuid4().hex[:6]}", password="pw", is_staff=True)
-    user.user_permissions.set(Permission.objects.filter(codename__in=[f"{a}_ingestionrun" for a in actions]))
+    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
     client.force_login(user)
     return user
 
 
 def test_the_runs_page_lists_sources_active_runs_and_history(client):
-    staff(client, "view", "add")
+    staff(client, VIEW, START)
     active, ended = new_run("active"), new_run("ended")
     services.run_update(run_id=ended.id, status="failed", error_message="1 item(s) failed")
 
@@ -37,7 +40,7 @@ def test_the_runs_page_lists_sources_active_runs_and_history(client):
 
 
 def test_a_run_page_shows_the_lists_problems_and_jobs(client):
-    staff(client, "view", "change")
+    staff(client, VIEW, CANCEL, RETRY)
     run = new_run()
     services.items_upsert(
         items=[
@@ -73,12 +76,12 @@ def test_a_run_page_shows_the_lists_problems_and_jobs(client):
 
 
 def test_run_retry_and_cancel_are_posts_that_need_their_permissions(client):
-    user = staff(client, "view")
+    user = staff(client, VIEW)
     source = Source.objects.create(name="s", start_url="http://127.0.0.1/")
     assert "Run s" not in client.get("/pipeline/").content.decode()
     assert client.post(f"/pipeline/sources/{source.id}/run").status_code == 403
 
-    user.user_permissions.add(*Permission.objects.filter(codename__in=["add_ingestionrun", "change_ingestionrun"]))
+    user.user_permissions.add(*Permission.objects.filter(codename__in=[START, CANCEL]))
     response = client.post(f"/pipeline/sources/{source.id}/run")
     run = IngestionRun.objects.get(source=source)
     assert response.status_code == 302 and response.url == f"/pipeline/runs/{run.id}/"
@@ -92,7 +95,7 @@ def test_run_retry_and_cancel_are_posts_that_need_their_permissions(client):
 
 @pytest.mark.parametrize("path", ["/pipeline/runs/not-a-uuid/", "/pipeline/runs/9f1c6a52-3d0e-4c8b-a6f1-2b7d9e4c0a17/"])
 def test_unknown_runs_are_404s(client, path):
-    staff(client, "view")
+    staff(client, VIEW)
     assert client.get(path).status_code == 404
 
 
@@ -126,7 +129,7 @@ def test_long_lists_are_cut_and_link_to_the_admin(admin_client, monkeypatch):
 
 
 def test_only_http_urls_become_links(client):
-    staff(client, "view")
+    staff(client, VIEW)
     run = new_run()
     services.items_upsert(
         items=[
@@ -142,7 +145,7 @@ def test_only_http_urls_become_links(client):
 
 @ALL_DATABASES_COMMITTED
 def test_a_run_page_is_one_snapshot_while_another_client_writes(client, monkeypatch):
-    staff(client, "view")
+    staff(client, VIEW)
     run = new_run()
     services.items_upsert(items=[item(run, item_key="u1", document_url="http://x.example/first.pdf")])
     read_lists = selectors.run_stage_items
@@ -166,14 +169,14 @@ def test_a_run_page_is_one_snapshot_while_another_client_writes(client, monkeypa
 
 
 def test_actions_on_a_run_or_source_that_is_gone_are_404s(client):
-    staff(client, "view", "add", "change")
+    staff(client, VIEW, START, CANCEL, RETRY)
     assert client.post(f"/pipeline/runs/{uuid.uuid4()}/cancel").status_code == 404
     assert client.post(f"/pipeline/runs/{uuid.uuid4()}/retry").status_code == 404
     assert client.post("/pipeline/sources/999999/run").status_code == 404
 
 
 def test_the_refreshed_runs_list_keeps_its_filters_and_page(client):
-    staff(client, "view")
+    staff(client, VIEW)
     source = Source.objects.create(name="s", start_url="http://127.0.0.1/")
     for number in range(30):
         run = services.run_create(source_id=source.id)

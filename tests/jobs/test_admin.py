@@ -5,11 +5,13 @@ from datetime import UTC, timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.test import Client
 from django.utils import timezone
 
 from jobs import selectors, services
 from jobs.models import Job, JobEvent, Queue, Worker
 from tests.conftest import ALL_DATABASES
+from tests.helpers import staff_client
 
 pytestmark = ALL_DATABASES
 
@@ -253,7 +255,7 @@ def test_cancel_cancels_queued_asks_running_to_stop_and_skips_finished(admin_cli
     ).exists()
 
 
-def test_actions_need_the_change_permission(viewer, jobs):
+def test_actions_need_their_permissions(viewer, jobs):
     response = viewer.get(CHANGELIST)
 
     assert response.status_code == 200
@@ -267,12 +269,16 @@ def test_actions_need_the_change_permission(viewer, jobs):
     assert Job.objects.get(job_id=jobs["queued"].job_id).status == "queued"
 
 
-def test_actions_are_offered_with_the_change_permission(viewer, jobs):
+def test_each_action_is_offered_with_its_own_permission(viewer, jobs):
     user = get_user_model().objects.get(username="viewer")
-    user.user_permissions.add(Permission.objects.get(codename="change_job"))
+    user.user_permissions.add(Permission.objects.get(codename="change_job"))  # no action comes with it
+    assert "retry_jobs" not in viewer.get(CHANGELIST).content.decode()
 
+    user.user_permissions.add(Permission.objects.get(codename="retry_job"))
+    html = viewer.get(CHANGELIST).content.decode()
     response = post_action(viewer, "retry_jobs", [jobs["failed"]])
 
+    assert "retry_jobs" in html and "cancel_jobs" not in html and "delete_jobs" not in html
     assert message(response).startswith("1 job(s) matched: 1 put back in their queue")
     assert Job.objects.get(job_id=jobs["failed"].job_id).status == "queued"
 
@@ -475,3 +481,21 @@ def test_search_by_args_containment_and_error_text(admin_client, jobs, term, exp
     listed_ids = {job.job_id for job in listed(admin_client.get(CHANGELIST, {"q": term}))}
 
     assert listed_ids == {jobs[name].job_id for name in expected}
+
+
+@pytest.mark.parametrize("term", ['args:{"token": "abc"}', 'args:{"db": [{"DB-Password": "x"}]}'])
+def test_an_args_search_naming_a_secret_key_is_refused_unless_the_user_may_view_arguments(jobs, term):
+    Job.objects.filter(job_id=jobs["queued"].job_id).update(args={"customer": 1, "token": "abc"})
+    viewer = staff_client("jobs.view_job", client=Client())
+    allowed = staff_client("jobs.view_job", "jobs.view_job_arguments", client=Client())
+
+    refused = viewer.get(CHANGELIST, {"q": term})
+    searched = allowed.get(CHANGELIST, {"q": term})
+
+    assert listed(refused) == [] and "secret key" in message(refused)
+    assert not list(searched.context["messages"])
+    assert [job.job_id for job in listed(viewer.get(CHANGELIST, {"q": 'args:{"customer": 1}'}))] == [
+        jobs["queued"].job_id
+    ]
+    found = [job.job_id for job in listed(allowed.get(CHANGELIST, {"q": 'args:{"token": "abc"}'}))]
+    assert found == [jobs["queued"].job_id]

@@ -3,6 +3,7 @@ from rest_framework import serializers
 from jobs.processes.models import MAX_EVENT_ID, MAX_IDEMPOTENCY_KEY_CHARS, MAX_PROCESS_ID_CHARS, PROCESS_STATUSES
 from jobs.processes.ranges import DIRECTIONS, INTEGER_LIMITS
 from pipeline_project.api.accepts import validated
+from pipeline_project.api.arguments import ArgumentsField
 from pipeline_project.api.fields import QueryIntegerField, StrictBooleanField, StrictCharField, StrictIntegerField
 from pipeline_project.api.serializers import RequestSerializer
 
@@ -132,7 +133,7 @@ class TraceTaskSerializer(serializers.Serializer):
     scheduled_time = serializers.DateTimeField()
     running_time = serializers.DateTimeField(allow_null=True)
     finished_time = serializers.DateTimeField(allow_null=True)
-    args = serializers.JSONField(allow_null=True)
+    args = ArgumentsField(allow_null=True)
     metadata = serializers.JSONField(allow_null=True)
     idempotency_key = serializers.CharField(allow_null=True)
     response = serializers.JSONField(allow_null=True)

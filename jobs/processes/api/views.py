@@ -18,10 +18,11 @@ from rest_framework.response import Response
 
 from jobs.processes import selectors, services, waiting
 from jobs.processes.api import serializers as s
-from jobs.processes.models import Process
+from jobs.processes.models import Process, process_audit_id
 from jobs.processes.types import PreparedTask
 from pipeline_project.api.accepts import DeclaredRequestMixin, accepts
 from pipeline_project.api.schema import error_responses
+from pipeline_project.audit.services import audited
 from pipeline_project.db.connections import returning_connections
 
 
@@ -135,8 +136,15 @@ class ProcessCallView(ProcessTaskView):
 
 
 class ProcessRepairView(ProcessTaskView):
-    operator_action = "repair"
+    operator_action = "process.repair"
     task_type = "repair"
+
+    def prepare(self, namespace, process_id, task_request):
+        audit_id = process_audit_id(namespace=namespace, process_id=process_id)
+        with audited(request=self.request, action=self.operator_action, objects=[audit_id]) as entry:
+            prepared = super().prepare(namespace, process_id, task_request)
+            entry.count = 1
+        return prepared
 
     @extend_schema(**_TASK_SCHEMA, summary="Repair a process in error through its processor")
     @accepts(body=s.TaskRequestSerializer)
@@ -145,7 +153,7 @@ class ProcessRepairView(ProcessTaskView):
 
 
 class ProcessSimpleRepairView(ProcessApiView):
-    operator_action = "repair"
+    operator_action = "process.simple_repair"
     post_permission = "change"
 
     @extend_schema(
@@ -153,7 +161,10 @@ class ProcessSimpleRepairView(ProcessApiView):
     )
     @accepts(body=s.SimpleRepairSerializer)
     def post(self, request, namespace, process_id, *, body):
-        services.process_simple_repair(namespace=namespace, process_id=process_id, context=body["context"])
+        audit_id = process_audit_id(namespace=namespace, process_id=process_id)
+        with audited(request=request, action=self.operator_action, objects=[audit_id]) as entry:
+            services.process_simple_repair(namespace=namespace, process_id=process_id, context=body["context"])
+            entry.count = 1
         return Response(s.ResponseSerializer({"response": "ok"}).data)
 
 
@@ -197,7 +208,7 @@ class ProcessTraceView(ProcessApiView):
     @accepts()
     def get(self, request, namespace, process_id):
         tasks = selectors.process_trace(namespace=namespace, process_id=process_id)
-        return Response(s.TraceSerializer({"tasks": tasks}).data)
+        return Response(s.TraceSerializer({"tasks": tasks}, context={"request": request}).data)  # args masked or not
 
 
 class NamespaceHealthView(ProcessApiView):

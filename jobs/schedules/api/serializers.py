@@ -2,6 +2,7 @@ from rest_framework import serializers
 
 from jobs.schedules import selectors, services
 from jobs.schedules.models import MissedPolicy, Schedule
+from pipeline_project.api.arguments import ArgumentsField
 from pipeline_project.api.fields import StrictCharField, StrictIntegerField
 from pipeline_project.api.serializers import RequestSerializer
 
@@ -35,6 +36,7 @@ class ScheduleCreateSerializer(ScheduleChangeSerializer):
 
 
 class ScheduleSerializer(serializers.ModelSerializer):
+    args = ArgumentsField(read_only=True)  # its jobs' args: masked as theirs are
     next_run_times = serializers.SerializerMethodField(help_text="The next five runs in the schedule's time zone.")
 
     class Meta:

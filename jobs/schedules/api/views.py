@@ -13,6 +13,7 @@ from pipeline_project.api.authentication import request_caller
 from pipeline_project.api.pagination import StrictCursorPagination
 from pipeline_project.api.schema import error_responses
 from pipeline_project.api.serializers import PageQuery
+from pipeline_project.audit.services import audited
 from pipeline_project.db.snapshot import snapshot
 
 
@@ -20,13 +21,15 @@ class ScheduleView(DeclaredRequestMixin, APIView):
     permission_model = Schedule
 
 
-def _schedule_response(schedule, status: int = 200) -> Response:
-    return Response(s.ScheduleSerializer(schedule).data, status=status)
+def _schedule_response(request, schedule, status: int = 200) -> Response:
+    # The request in the context: the args are masked unless its caller may view them.
+    return Response(s.ScheduleSerializer(schedule, context={"request": request}).data, status=status)
 
 
-def _changed_response(result) -> Response:
+def _changed_response(request, result) -> Response:
     schedule, changed = result
-    return Response(s.ScheduleChangedSerializer({"schedule": schedule, "changed": changed}).data)
+    answer = s.ScheduleChangedSerializer({"schedule": schedule, "changed": changed}, context={"request": request})
+    return Response(answer.data)
 
 
 class SchedulePagination(StrictCursorPagination):
@@ -59,14 +62,16 @@ class ScheduleListView(ScheduleView, generics.ListAPIView):
     )
     @accepts(body=s.ScheduleCreateSerializer)
     def post(self, request, *, body):
-        return _schedule_response(services.schedule_create(values=body, by=request_caller(request)), status=201)
+        return _schedule_response(
+            request, services.schedule_create(values=body, by=request_caller(request)), status=201
+        )
 
 
 class ScheduleDetailView(ScheduleView):
     @extend_schema(responses=s.ScheduleSerializer, summary="A schedule, with its next five runs")
     @accepts()
     def get(self, request, schedule_id):
-        return _schedule_response(selectors.schedule_get(schedule_id=schedule_id))
+        return _schedule_response(request, selectors.schedule_get(schedule_id=schedule_id))
 
     @extend_schema(
         request=s.ScheduleChangeSerializer,
@@ -76,27 +81,30 @@ class ScheduleDetailView(ScheduleView):
     @accepts(body=s.ScheduleChangeSerializer)
     def patch(self, request, schedule_id, *, body):
         return _schedule_response(
-            services.schedule_update(schedule_id=schedule_id, changes=body, by=request_caller(request))
+            request, services.schedule_update(schedule_id=schedule_id, changes=body, by=request_caller(request))
         )
 
     @extend_schema(request=None, responses={200: s.ScheduleSerializer}, summary="Delete a schedule (its jobs stay)")
     @accepts()
     def delete(self, request, schedule_id):
-        return _schedule_response(services.schedule_delete(schedule_id=schedule_id))
+        return _schedule_response(request, services.schedule_delete(schedule_id=schedule_id))
 
 
 class SchedulePauseView(ScheduleView):
-    operator_action = "pause"
+    operator_action = "schedule.pause"
     post_permission = "change"
 
     @extend_schema(request=None, responses=s.ScheduleChangedSerializer, summary="Pause: its ticks are not enqueued")
     @accepts()
     def post(self, request, schedule_id):
-        return _changed_response(services.schedule_pause(schedule_id=schedule_id, by=request_caller(request)))
+        with audited(request=request, action=self.operator_action, objects=[schedule_id]) as entry:
+            changed = services.schedule_pause(schedule_id=schedule_id, by=request_caller(request))
+            entry.count = int(changed[1])
+        return _changed_response(request, changed)
 
 
 class ScheduleResumeView(ScheduleView):
-    operator_action = "resume"
+    operator_action = "schedule.resume"
     post_permission = "change"
 
     @extend_schema(
@@ -106,15 +114,20 @@ class ScheduleResumeView(ScheduleView):
     )
     @accepts()
     def post(self, request, schedule_id):
-        return _changed_response(services.schedule_resume(schedule_id=schedule_id, by=request_caller(request)))
+        with audited(request=request, action=self.operator_action, objects=[schedule_id]) as entry:
+            changed = services.schedule_resume(schedule_id=schedule_id, by=request_caller(request))
+            entry.count = int(changed[1])
+        return _changed_response(request, changed)
 
 
 class ScheduleRunView(ScheduleView):
-    operator_action = "run now"
+    operator_action = "schedule.run_now"
     post_permission = "change"
 
     @extend_schema(request=None, responses={201: s.RunNowSerializer}, summary="Run now: enqueue one job of it")
     @accepts()
     def post(self, request, schedule_id):
-        enqueued = services.schedule_run_now(schedule_id=schedule_id, by=request_caller(request))
+        with audited(request=request, action=self.operator_action, objects=[schedule_id]) as entry:
+            enqueued = services.schedule_run_now(schedule_id=schedule_id, by=request_caller(request))
+            entry.count = 1
         return Response(s.RunNowSerializer(enqueued).data, status=201)

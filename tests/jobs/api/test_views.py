@@ -12,8 +12,10 @@ from jobs.api import serializers as s
 from jobs.api.filters import JobFilter
 from jobs.api.views import JobPagination
 from jobs.models import Job, JobEvent
+from pipeline_project.web.arguments import MASK
 from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
 from tests.db_helpers import run_in_threads
+from tests.helpers import scoped_client, staff_client
 from tests.jobs.conftest import enqueue, job
 
 BASE = "/api/v1/jobs"
@@ -510,3 +512,93 @@ def test_queue_limits_refuses_bad_values_naming_the_field(api, body, field):
     response = api.put("/api/v1/queues/q/limits", body, format="json")
     assert response.status_code == 400
     assert field in response.json()["details"]
+
+
+# --- arguments' secrets --------------------------------------------------------------------
+
+SECRET_ARGS = {"source_id": 7, "db": {"DB_PASSWORD": "hunter2"}, "targets": [{"api_key": 12345}]}
+MASKED_ARGS = {"source_id": 7, "db": {"DB_PASSWORD": MASK}, "targets": [{"api_key": MASK}]}
+JOBS_READ = ("jobs.view_job",)
+
+
+def args_answered(client, job_id) -> list:
+    """The job's args in every answer that carries them: detail, status, list."""
+    detail = client.get(f"{BASE}/{job_id}")
+    status = client.get(f"{BASE}/{job_id}/status")
+    listed = client.get(BASE)
+    assert (detail.status_code, status.status_code, listed.status_code) == (200, 200, 200), detail.content
+    return [detail.json()["args"], status.json()["args"], *(item["args"] for item in listed.json()["results"])]
+
+
+@ALL_DATABASES
+@pytest.mark.parametrize(
+    ("who", "shown"),
+    [
+        ("read token", MASKED_ARGS),
+        ("read and operate token", MASKED_ARGS),
+        ("write token", SECRET_ARGS),
+        ("staff", MASKED_ARGS),
+        ("staff who may view arguments", SECRET_ARGS),
+        ("superuser", SECRET_ARGS),
+    ],
+)
+def test_secret_args_are_masked_unless_the_caller_may_view_them(who, shown, admin_user):
+    clients = {
+        "read token": lambda: scoped_client("read"),
+        "read and operate token": lambda: scoped_client("read", "operate"),
+        "write token": lambda: scoped_client("read", "write"),
+        "staff": lambda: staff_client(*JOBS_READ),
+        "staff who may view arguments": lambda: staff_client(*JOBS_READ, "jobs.view_job_arguments"),
+        "superuser": lambda: _logged_in(admin_user),
+    }
+    queued = enqueue(task="t", args=SECRET_ARGS)
+
+    assert args_answered(clients[who](), queued.job_id) == [shown, shown, shown]
+    assert job(queued.job_id).args == SECRET_ARGS  # masked in answers only
+
+
+def _logged_in(user) -> APIClient:
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+@ALL_DATABASES
+def test_a_cancel_by_an_operator_token_answers_the_job_with_its_args_masked():
+    queued = enqueue(task="t", args=SECRET_ARGS)
+
+    canceled = scoped_client("read", "operate").post(f"{BASE}/{queued.job_id}/cancel")
+
+    assert canceled.status_code == 200 and canceled.json()["args"] == MASKED_ARGS
+
+
+@ALL_DATABASES
+@pytest.mark.parametrize("query", ['{"db": {"DB_PASSWORD": "hunter2"}}', '{"targets": [{"api_key": 12345}]}'])
+def test_the_args_filter_naming_a_secret_key_is_refused_unless_the_caller_may_view_arguments(query):
+    wanted = enqueue(task="t", args=SECRET_ARGS)
+
+    refused = scoped_client("read").get(BASE, {"args": query})
+    staff_refused = staff_client(*JOBS_READ).get(BASE, {"args": query})
+    found = scoped_client("read", "write").get(BASE, {"args": query})
+    staff_found = staff_client(*JOBS_READ, "jobs.view_job_arguments").get(BASE, {"args": query})
+    other_keys = scoped_client("read").get(BASE, {"args": '{"source_id": 7}'})
+
+    assert (refused.status_code, staff_refused.status_code) == (400, 400)
+    assert refused.json()["code"] == "validation_error" and "args" in refused.json()["details"]
+    assert "secret key" in refused.json()["message"]
+    for variant in ('{"db_password": "x"}', '{"a": [{"b": {"Api-Key": 1}}]}'):  # any case, any depth
+        assert scoped_client("read").get(BASE, {"args": variant}).status_code == 400
+    for answer in (found, staff_found, other_keys):
+        assert [item["job_id"] for item in answer.json()["results"]] == [str(wanted.job_id)]
+
+
+@ALL_DATABASES
+def test_a_bulk_action_filtering_by_a_secret_key_is_refused_to_an_operator_token():
+    Job.objects.filter(job_id=enqueue(task="t", args=SECRET_ARGS).job_id).update(status="failed")
+    body = {"filters": {"args": '{"db": {"DB_PASSWORD": "hunter2"}}'}, "dry_run": True}
+
+    refused = scoped_client("read", "operate").post(f"{BASE}/retry", body, format="json")
+    counted = scoped_client("read", "write", "operate").post(f"{BASE}/retry", body, format="json")
+
+    assert refused.status_code == 400 and "args" in refused.json()["details"]
+    assert counted.status_code == 200 and counted.json()["matched"] == 1

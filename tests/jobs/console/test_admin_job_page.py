@@ -5,11 +5,14 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 
 from jobs import services
 from jobs.models import Job, JobEvent
+from pipeline_project.web.arguments import MASK
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection
+from tests.helpers import staff_client
 
 pytestmark = ALL_DATABASES_COMMITTED
 
@@ -44,6 +47,20 @@ def test_empty_args_and_progress_are_json_and_a_missing_result_says_so(admin_cli
     assert "none yet" in section(html, "result") and "<pre>" not in section(html, "result")
     Job.objects.filter(job_id=job.job_id).update(status="failed", finished_at=job.created_at)
     assert "none: the job did not succeed" in section(admin_client.get(page_of(job)).content.decode(), "result")
+
+
+def test_the_args_secret_values_show_only_to_users_who_may_view_arguments(admin_client):
+    job = make_job(args={"source_id": 7, "db": {"db_password": "hunter2"}, "targets": [{"token": None}]})
+    viewer = staff_client("jobs.view_job", client=Client())
+    allowed = staff_client("jobs.view_job", "jobs.view_job_arguments", client=Client())
+
+    for path in (page_of(job), f"{page_of(job)}?fragment=1"):
+        masked = section(viewer.get(path).content.decode(), "args")
+        assert "hunter2" not in masked and "null" not in masked and masked.count(MASK) == 2
+        assert "source_id" in masked
+        for client in (allowed, admin_client):  # the permission; a superuser has every one
+            shown = section(client.get(path).content.decode(), "args")
+            assert "hunter2" in shown and "null" in shown and MASK not in shown
 
 
 @pytest.mark.parametrize(

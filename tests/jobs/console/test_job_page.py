@@ -150,7 +150,7 @@ def test_the_page_groups_runs_and_attempts_newest_first_with_errors_by_attempt()
     Job.objects.filter(job_id=job.job_id).update(status="running", attempt=3)
     job.refresh_from_db()
 
-    page = job_page(job, can_repair=False, can_remove=False)
+    page = job_page(job, can_retry=False, can_cancel=False, can_remove=False)
 
     assert [(e["run"], e["attempt"], e["error"]) for e in page["errors"]] == [(1, 2, "second"), (1, 1, "first")]
     assert page["errors"][0]["traceback"] == "Tb: two"
@@ -171,7 +171,7 @@ def test_heartbeats_fold_into_one_line_per_stretch_and_a_long_journal_says_it_is
     Job.objects.filter(job_id=job.job_id).update(status="succeeded")
     job.refresh_from_db()
 
-    page = job_page(job, can_repair=False, can_remove=False)
+    page = job_page(job, can_retry=False, can_cancel=False, can_remove=False)
 
     [attempt] = page["runs"][0].attempts
     beats = attempt.lines[1].event
@@ -181,7 +181,7 @@ def test_heartbeats_fold_into_one_line_per_stretch_and_a_long_journal_says_it_is
     assert dict(page["data"])["result"].text == "null"  # the handler returned None: a result, shown as such
 
     monkeypatch.setattr(page_module, "JOURNAL_EVENTS", 2)
-    cut = job_page(job, can_repair=False, can_remove=False)
+    cut = job_page(job, can_retry=False, can_cancel=False, can_remove=False)
     assert cut["truncated"] and cut["runs"][0].number is None
     assert [line.event.kind for line in cut["runs"][0].attempts[0].lines] == ["picked", "heartbeat", "done"]
 

@@ -12,7 +12,9 @@ from django.utils import timezone
 
 from jobs.processes import services
 from jobs.processes.models import Event, Process, Task
+from pipeline_project.web.arguments import MASK
 from tests.conftest import ALL_DATABASES_COMMITTED
+from tests.helpers import staff_client
 from tests.jobs.processes.helpers import CYCLES, readers_racing, serving
 
 pytestmark = ALL_DATABASES_COMMITTED
@@ -132,3 +134,20 @@ def test_a_process_page_with_a_long_history_shows_its_latest_rows_in_a_few_reads
     assert page.status_code == 200
     assert {int(n) for n in re.findall(r"event-(\d+)", page.text)} == set(range(301, 501))  # the latest 200
     assert len(reads) < 20  # not a read per row shown
+
+
+def test_a_process_page_masks_secret_task_args_unless_the_user_may_view_arguments(admin_client):
+    with serving():
+        process = started(events=["hello"])
+    Task.objects.filter(process=process).update(
+        args={"events": ["hello"], "credentials": {"user": "u", "pw": "hunter2-value"}}
+    )
+    reading = ("processes.view_process", "processes.view_task", "processes.view_event")
+    viewer = staff_client(*reading, client=Client())
+    allowed = staff_client(*reading, "jobs.view_job_arguments", client=Client())
+    page = f"{CHANGELIST}{process.pk}/change/"
+
+    masked, shown = viewer.get(page).content.decode(), allowed.get(page).content.decode()
+
+    assert "hunter2-value" not in masked and MASK in masked and "hello" in masked
+    assert "hunter2-value" in shown and MASK not in shown and "hunter2-value" in admin_client.get(page).content.decode()

@@ -4,11 +4,14 @@ schedule declared in code that only pauses, resumes and runs."""
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 
 from jobs.models import Job
 from jobs.schedules import services
 from jobs.schedules.models import Schedule
+from pipeline_project.web.arguments import MASK
 from tests.conftest import ALL_DATABASES
+from tests.helpers import staff_client
 from tests.jobs.schedules.conftest import make, utc
 
 pytestmark = ALL_DATABASES
@@ -104,3 +107,30 @@ def test_a_schedule_declared_in_code_is_read_only_but_pauses(admin_client):
     assert 'name="cron"' not in page and 'name="interval_sec"' not in page
     schedule.refresh_from_db()
     assert schedule.paused
+
+
+def test_secret_args_show_masked_and_read_only_to_a_user_who_may_not_view_arguments(admin_client):
+    schedule = make("with.secrets", interval_sec=60, args={"source": "crm", "api_token": "t0p"})
+    editing = ("schedules.view_schedule", "schedules.change_schedule")
+    viewer = staff_client(*editing, client=Client())
+    allowed = staff_client(*editing, "jobs.view_job_arguments", client=Client())
+    change = f"{CHANGELIST}{schedule.pk}/change/"
+
+    masked, shown = viewer.get(change).content.decode(), allowed.get(change).content.decode()
+    edited = viewer.post(change, form(name="with.secrets", cron="", interval_sec="5", args='{"api_token": "MASKED"}'))
+
+    assert "t0p" not in masked and MASK in masked and 'name="args"' not in masked and "crm" in masked
+    assert "t0p" in shown and 'name="args"' in shown and "t0p" in admin_client.get(change).content.decode()
+    assert edited.status_code == 302, edited.context["adminform"].form.errors
+    schedule.refresh_from_db()
+    assert (schedule.interval_sec, schedule.args) == (5, {"source": "crm", "api_token": "t0p"})  # args kept
+
+    Schedule.objects.filter(pk=schedule.pk).update(declared_in_code=True)  # read-only: shown, still masked
+    assert "t0p" not in viewer.get(change).content.decode()
+
+
+def test_args_without_secrets_stay_editable_for_any_editor():
+    schedule = make("plain", interval_sec=60, args={"source": "crm"})
+    viewer = staff_client("schedules.view_schedule", "schedules.change_schedule", client=Client())
+
+    assert 'name="args"' in viewer.get(f"{CHANGELIST}{schedule.pk}/change/").content.decode()

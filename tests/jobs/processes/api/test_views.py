@@ -7,7 +7,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from jobs.processes.models import Process, Task
+from pipeline_project.web.arguments import MASK
 from tests.conftest import ALL_DATABASES_COMMITTED
+from tests.helpers import scoped_client, staff_client
 from tests.jobs.processes.helpers import (
     CYCLES,
     check_process,
@@ -306,3 +308,17 @@ def test_an_idempotency_key_is_taken_as_sent(api):
         f" {pid} ",
         pid,
     ]
+
+
+def test_the_trace_masks_secret_task_args_unless_the_caller_may_view_arguments(api):
+    pid = new_id()
+    with serving():
+        assert api.post(f"{BASE}/{pid}/init", {"args": {"events": ["a"]}}, format="json").status_code == 200
+    Task.objects.filter(process__process_id=pid).update(args={"events": ["a"], "conn": {"access-key": "k1"}})
+
+    def traced(client) -> list:
+        return [task["args"] for task in client.get(f"{BASE}/{pid}/trace").json()["tasks"]]
+
+    masked, shown = [{"events": ["a"], "conn": {"access-key": MASK}}], [{"events": ["a"], "conn": {"access-key": "k1"}}]
+    assert traced(scoped_client("read")) == traced(staff_client("processes.view_process")) == masked
+    assert traced(api) == traced(staff_client("processes.view_process", "jobs.view_job_arguments")) == shown

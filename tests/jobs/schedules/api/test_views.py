@@ -9,7 +9,9 @@ from rest_framework.test import APIClient
 
 from jobs.models import Job
 from jobs.schedules.models import Schedule
+from pipeline_project.web.arguments import MASK
 from tests.conftest import ALL_DATABASES
+from tests.helpers import scoped_client, staff_client
 
 pytestmark = ALL_DATABASES
 
@@ -134,3 +136,26 @@ def test_the_list_pages_by_name_and_refuses_a_tampered_cursor(api):
     assert answer.status_code == 400 and answer.json()["code"] == "validation_error"
     misspelt = api.get("/api/v1/schedules", {"pagesize": 2})
     assert (misspelt.status_code, misspelt.json()["details"]) == (400, {"pagesize": ["Unknown field."]})
+
+
+def test_a_schedules_secret_args_are_masked_unless_the_caller_may_view_arguments(api, admin_user):
+    schedule_id = create(api, args={"kind": "daily", "auth": {"Password": "pw1"}}).json()["id"]
+    url = f"/api/v1/schedules/{schedule_id}"
+    masked = {"kind": "daily", "auth": {"Password": MASK}}
+    superuser = APIClient()
+    superuser.force_login(admin_user)
+
+    def args_in(client) -> list:
+        return [
+            client.get(url).json()["args"],
+            client.get("/api/v1/schedules").json()["results"][0]["args"],
+            client.post(f"{url}/pause").json()["schedule"]["args"],  # as the operator's actions answer it
+        ]
+
+    assert args_in(scoped_client("read", "operate")) == [masked] * 3
+    assert args_in(staff_client("schedules.view_schedule", "schedules.change_schedule")) == [masked] * 3
+    allowed = staff_client("schedules.view_schedule", "schedules.change_schedule", "jobs.view_job_arguments")
+    assert (
+        args_in(allowed) == args_in(superuser) == args_in(api) == [{"kind": "daily", "auth": {"Password": "pw1"}}] * 3
+    )
+    assert Schedule.objects.get().args["auth"]["Password"] == "pw1"
