@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run test lint docs api-reference bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-worker-size bench-chaos db-stop clean
+.PHONY: install setup run demo test lint docs api-reference bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-worker-size bench-chaos db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ setup: install
 # Web server (ASGI) and a job worker in the foreground; Ctrl-C stops both and exits 0.
 run: setup
 	$(BIN)/python manage.py runservice
+
+# The demo (docs/getting-started.md), in the databases `make run` uses; its worker runs it.
+# Idempotent; DEMO_ARGS="--remove" takes it away, DEMO_ARGS="--base-url http://HOST:PORT" if not on WEB_BIND.
+demo: setup
+	$(BIN)/python manage.py demo $(DEMO_ARGS)
 
 # The suite in TEST_WORKERS processes (pytest-xdist), each with test databases and temp dirs of its
 # own (an end-to-end test's servers and workers use its worker's databases, so two meet nothing).

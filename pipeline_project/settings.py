@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "jobs.schedules",
     "ingestion",
     "jobs.dbstates",
+    "pipeline_project.demo",
     "pipeline_project.audit",
 ]
 

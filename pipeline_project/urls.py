@@ -16,6 +16,7 @@ urlpatterns = [
     path("api/v1/ingestion/", include("ingestion.api.urls")),
     path("sqlrs/v1/", include("jobs.dbstates.api.urls")),
     path("pipeline/", include("ingestion.page_urls")),
+    path("demo/", include("pipeline_project.demo.urls")),
     path("admin/", admin.site.urls),
 ]
 

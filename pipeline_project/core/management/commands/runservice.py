@@ -16,9 +16,11 @@ import threading
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.dbstates.services import engine_json_write
+from pipeline_project.demo.config import workers_json
 from pipeline_project.settings import BASE_DIR
 
 STOP_TIMEOUT_SEC = 40  # the worker's shutdown timeout (30 s by default) and some
@@ -49,6 +51,8 @@ class Command(BaseCommand):
             signal.signal(signum, lambda *_: stop.set())
         metrics_dir = tempfile.mkdtemp(prefix="pipeline-metrics-")
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}  # /metrics sums both processes
+        if "WORKERS_JSON" not in os.environ:  # the worker serves `manage.py demo`'s queues and namespace too
+            env["WORKERS_JSON"] = workers_json(settings.WORKERS_JSON)
         bind = os.environ.get("WEB_BIND", "127.0.0.1:8000")
         self.stdout.write(f"Web server on http://{bind}, and a job worker; Ctrl-C stops both.")
         try:

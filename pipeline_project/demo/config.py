@@ -1,0 +1,47 @@
+"""The demo's names and settings, kept here rather than in the project's settings: everything the
+demo makes carries one of these names, so ``demo --remove`` finds exactly what it made."""
+
+import json
+import os
+from pathlib import Path
+
+SITE_DIR = Path(__file__).resolve().parent / "site"
+SITE_PATH = "/demo/site/"  # where the service serves SITE_DIR (pipeline_project/urls.py)
+PREFIX = "demo"
+
+# What `make run` serves on (runservice's WEB_BIND): the demo source's start page is there.
+DEFAULT_BASE_URL = f"http://{os.environ.get('WEB_BIND', '127.0.0.1:8000')}"
+
+SOURCE_NAME = "demo: Riverton Water Board"
+QUEUES = ("demo-etl", "demo-reports")
+SCHEDULE_NAME = "demo.tracking-tick"
+SCHEDULE_INTERVAL_SEC = 10
+NAMESPACE = "demo"
+PROCESS_IDS = ("demo-order-1", "demo-order-2", "demo-order-broken")
+TRACKING_FILES = ("demo-20250101000000", "demo-20250101010000", "demo-20250101020000")
+TRACKING_SHARDS = (0, 1, 2)
+PRODUCER = "demo"  # dl_jobs.producer of the jobs the demo enqueues itself
+IDEMPOTENCY_PREFIX = "demo:"
+
+# What runservice's worker serves for the demo besides WORKERS_JSON's default (the ingestion run
+# and the database state use the default and sqlrs queues, which it serves anyway).
+WORKERS = [
+    {"queue": "demo-etl", "concurrency": 2},
+    {"queue": "demo-reports", "concurrency": 1},
+    {"namespace": NAMESPACE, "concurrency": 2},
+]
+
+# The prepared database state: a psql script given on stdin (no file to place under
+# SQLRS_SCRIPT_ROOTS); its first line marks the prepare job as the demo's.
+STATE_IMAGE = "postgres:latest"
+STATE_SQL = """-- pipeline control plane demo
+CREATE TABLE readings (meter int, taken_on date, litres int);
+INSERT INTO readings SELECT n % 50, date '2025-01-01' + n / 50, 100 + n % 37 FROM generate_series(0, 9999) AS n;
+CREATE INDEX ON readings (meter, taken_on);
+"""
+
+
+def workers_json(default: str) -> str:
+    """WORKERS_JSON's ``default`` with the demo's queues and namespace added (runservice's worker)."""
+    entries = json.loads(default)
+    return json.dumps(entries + [entry for entry in WORKERS if entry not in entries])
