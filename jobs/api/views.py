@@ -243,7 +243,8 @@ class QueuePauseView(QueueView):
     @accepts()
     def post(self, request, queue):
         with audited(request=request, action=self.operator_action, objects=[queue]) as entry:
-            changed = entry.count = int(services.queue_pause(queue=queue, by=request_caller(request)))
+            changed = services.queue_pause(queue=queue, by=request_caller(request))
+            entry.count = int(changed)
         return Response(s.QueueChangeSerializer({"queue": queue, "paused": True, "changed": changed}).data)
 
 
@@ -273,5 +274,6 @@ class QueueResumeView(QueueView):
     @accepts()
     def post(self, request, queue):
         with audited(request=request, action=self.operator_action, objects=[queue]) as entry:
-            changed = entry.count = int(services.queue_resume(queue=queue, by=request_caller(request)))
+            changed = services.queue_resume(queue=queue, by=request_caller(request))
+            entry.count = int(changed)
         return Response(s.QueueChangeSerializer({"queue": queue, "paused": False, "changed": changed}).data)

@@ -59,7 +59,8 @@ class DashboardAdminMixin:
         act = services.queue_pause if change == "pause" else services.queue_resume
         try:
             with audited(request=request, action=f"queue.{change}", objects=[queue]) as entry:
-                changed = entry.count = int(act(queue=queue, by=request.user.get_username()))
+                changed = act(queue=queue, by=request.user.get_username())
+                entry.count = int(changed)
         except ApplicationError as error:
             self.message_user(request, error.message, messages.ERROR)
         else:
