@@ -33,7 +33,7 @@ LETTER = (
 def pdf(lines: tuple[str, ...]) -> bytes:
     """A one-page PDF whose lines are in its text layer (Helvetica), as a scanner's OCR or a
     word processor would leave them: pypdf reads them back without Tesseract."""
-    text = " ".join(f"({line}) Tj 0 -18 Td" for line in lines)
+    text = " 0 -18 Td ".join(f"({line}) Tj" for line in lines)
     content = f"BT /F1 12 Tf 50 740 Td {text} ET".encode()
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
@@ -55,16 +55,19 @@ def pdf(lines: tuple[str, ...]) -> bytes:
     return out.getvalue()
 
 
-def scan(lines: tuple[str, ...], *, width: int = 1100, size: int = 48) -> bytes:
-    """Black text on a slightly grey, slightly blurred page: a scan, with no text but pixels."""
+def scan(
+    lines: tuple[str, ...], *, width: int = 1100, size: int = 48, paper: int = 238, ink: int = 20, blur: float = 0.6
+) -> bytes:
+    """Dark text on a slightly grey, slightly blurred page: a scan, with no text but pixels (the
+    pipeline's tests draw crisp ones: white paper, black ink, no blur)."""
     step = size * 2
-    image = Image.new("L", (width, step * (len(lines) + 1)), color=238)
+    image = Image.new("L", (width, step * (len(lines) + 1)), color=paper)
     draw = ImageDraw.Draw(image)
     font = ImageFont.load_default(size=size)
     for number, line in enumerate(lines):
-        draw.text((40, step // 2 + step * number), line, fill=20, font=font)
+        draw.text((40, step // 2 + step * number), line, fill=ink, font=font)
     out = BytesIO()
-    image.filter(ImageFilter.GaussianBlur(0.6)).save(out, format="PNG", optimize=True)
+    (image.filter(ImageFilter.GaussianBlur(blur)) if blur else image).save(out, format="PNG", optimize=True)
     return out.getvalue()
 
 

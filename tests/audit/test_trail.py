@@ -18,6 +18,7 @@ from pipeline_project.core import services as core_services
 from tests.audit.helpers import only_entry
 from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
 from tests.helpers import scoped_client
+from tests.jobs.dbstates.helpers import prepare
 from tests.jobs.processes.helpers import serving
 from tests.jobs.processes.test_admin import started
 from tests.jobs.test_admin import CHANGELIST, jobs, post_action  # noqa: F401  (jobs: a fixture)
@@ -69,14 +70,26 @@ def test_the_dashboards_pause_resume_and_limits_record(admin_client):
     assert AuditEntry.objects.get(action="queue.limits").detail["max_running"] == 3
 
 
+def test_deleting_jobs_in_the_admin_records_them(admin_client, jobs):  # noqa: F811
+    post_action(admin_client, "delete_jobs", [jobs["succeeded"], jobs["running"]])
+
+    entry = only_entry(action="job.delete", count=1)  # the running one is left alone
+    assert entry.detail == {"matched": 2, "requested": 0} and len(entry.object_ids) == 2
+
+
 def test_schedule_actions_in_the_admin_record_the_schedules_changed(admin_client):
     schedule = schedule_services.schedule_create(values={"name": "n", "task": "t", "interval_sec": 60}, by="t")
-    for action in ("pause_schedules", "pause_schedules", "run_schedules_now"):
+    for action in ("pause_schedules", "pause_schedules", "resume_schedules", "run_schedules_now"):
         admin_client.post("/admin/schedules/schedule/", {"action": action, "_selected_action": [schedule.pk]})
 
     entries = list(AuditEntry.objects.order_by("id").values_list("action", "object_ids", "count"))
     pk = str(schedule.pk)
-    assert entries == [("schedule.pause", [pk], 1), ("schedule.pause", [], 0), ("schedule.run_now", [pk], 1)]
+    assert entries == [
+        ("schedule.pause", [pk], 1),
+        ("schedule.pause", [], 0),  # already paused: pressed, and nothing changed
+        ("schedule.resume", [pk], 1),
+        ("schedule.run_now", [pk], 1),
+    ]
 
 
 def test_the_pipeline_pages_record_start_cancel_and_retry_and_the_run_page_shows_them(admin_client):
@@ -183,6 +196,23 @@ def broken_process() -> str:
         with suppress(process_services.ProcessorError):
             process_services.process_call(namespace="test.scripted", process_id=pid, args={"error": "boom"})
     return pid
+
+
+@ALL_DATABASES_COMMITTED
+def test_a_repair_through_the_processor_records(admin_client):
+    process = Process.objects.get(process_id=broken_process())
+    with serving():
+        admin_client.post("/admin/processes/process/", {"action": "repair_processes", "_selected_action": [process.pk]})
+
+    only_entry(action="process.repair", object_ids=[f"test.scripted/{process.process_id}"], count=1)
+
+
+@ALL_DATABASES_COMMITTED
+def test_cancelling_a_prepare_job_in_the_admin_records_it(admin_client):
+    job = prepare(["-c", "SELECT 1"])
+    admin_client.post("/admin/dbstates/preparejob/", {"action": "cancel_jobs", "_selected_action": [job.job_id]})
+
+    only_entry(action="prepare_job.cancel", object_ids=[job.job_id], count=1)
 
 
 @ALL_DATABASES_COMMITTED

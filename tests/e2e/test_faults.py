@@ -24,7 +24,12 @@ OUTAGE_LINE = "database unavailable; retrying until it answers"
 
 def job_spec(key: str, seconds: float = 0.01, **fields) -> services.JobSpec:
     return services.JobSpec(
-        queue="default", task="test.sleep", args={"seconds": seconds}, lock_key=key, idempotency_key=key, **fields
+        queue="default",
+        task="test.sleep",
+        args={"seconds": seconds, "key": key},  # distinct: retention keeps 100 identical finished jobs
+        lock_key=key,
+        idempotency_key=key,
+        **fields,
     )
 
 

@@ -8,11 +8,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from io import BytesIO
 from pathlib import Path
 from string import Template
 
-from PIL import Image, ImageDraw, ImageFont
+from pipeline_project.demo import site_build
 
 PAGES = Path(__file__).parent / "pages"
 INDEX = """<html><body>
@@ -28,38 +27,12 @@ TEXT = "The annual report of the ministry describes public spending on roads and
 
 def pdf(text: str | None) -> bytes:
     """A one-page PDF, with ``text`` in its text layer (Helvetica), or blank."""
-    content = f"BT /F1 12 Tf 40 700 Td ({text}) Tj ET".encode() if text else b""
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
-        b" /Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out, offsets = BytesIO(b"%PDF-1.4\n"), []
-    out.seek(0, 2)
-    for number, body in enumerate(objects, start=1):
-        offsets.append(out.tell())
-        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    out.writelines(b"%010d 00000 n \n" % offset for offset in offsets)
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
-    return out.getvalue()
+    return site_build.pdf((text,) if text else ())
 
 
 @cache
 def png_of_text(*lines: str, width: int = 1400, size: int = 44) -> bytes:
-    step = size * 2
-    image = Image.new("L", (width, step + step * len(lines)), color=255)
-    draw = ImageDraw.Draw(image)
-    font = ImageFont.load_default(size=size)
-    for number, line in enumerate(lines):
-        draw.text((30, step // 2 + step * number), line, fill=0, font=font)
-    out = BytesIO()
-    image.save(out, format="PNG")
-    return out.getvalue()
+    return site_build.scan(lines, width=width, size=size, paper=255, ink=0, blur=0)
 
 
 def page(name: str, **values) -> str:

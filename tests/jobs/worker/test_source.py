@@ -132,12 +132,15 @@ def test_two_jobs_on_one_lock_key_run_one_after_the_other():
 
 
 def test_jobs_due_later_run_when_due():
-    enqueued = enqueue(task="test.echo", available_at=timezone.now() + timedelta(seconds=0.8))
+    due = timezone.now() + timedelta(seconds=2)
+    enqueued = enqueue(task="test.echo", available_at=due)
 
     with running_worker():
         time.sleep(0.4)
-        assert job(enqueued.job_id).status == "queued"
-        done = wait_for_status(enqueued.job_id, "succeeded", timeout=5)
+        status, looked_at = job(enqueued.job_id).status, timezone.now()
+        done = wait_for_status(enqueued.job_id, "succeeded", timeout=10)
+
+    assert status == "queued" or looked_at >= due  # a worker slow to start (a busy machine) looks late
 
     picked = JobEvent.objects.get(job_id=enqueued.job_id, kind="picked")
     assert picked.ts >= done.available_at
