@@ -1,6 +1,7 @@
 """Text out of downloaded files: a PDF's text layer (pypdf); images and scanned PDFs through
 Tesseract (PDF pages rendered by pdftoppm first); and the quality gate that sends poor text to review."""
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -106,6 +107,9 @@ def _tesseract(image: Path, run: Runner) -> str:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         timeout=settings.INGESTION_OCR_TIMEOUT_SEC,
+        # One core per page: a worker OCRs as many pages at once as its slots, and Tesseract's own
+        # threads (one per core) would make them fight over the CPUs (Tesseract's advice).
+        env={**os.environ, "OMP_THREAD_LIMIT": "1"},
     )
     if result.returncode != 0:
         raise ExtractionError(f"tesseract failed: {result.stderr.decode(errors='replace').strip()[:200]}")
