@@ -42,7 +42,6 @@ def _context(request, title: str, **extra) -> dict:
         **admin.site.each_context(request),
         "title": title,
         "opts": IngestionRun._meta,
-        "can_run": may(request.user, "run.start"),
         "can": permissions_of(request.user),
         **extra,
     }

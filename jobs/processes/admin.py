@@ -4,8 +4,6 @@ Every page is read in one snapshot (``read_in_snapshot``): a process changing wh
 is built shows as it was before or after, never half of each.
 """
 
-import json
-
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.forms.models import BaseInlineFormSet
@@ -21,7 +19,7 @@ from pipeline_project.audit.services import audited
 from pipeline_project.db.counts import sum_matching
 from pipeline_project.db.snapshot import read_in_snapshot
 from pipeline_project.web.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
-from pipeline_project.web.arguments import arguments_masked, may_view_arguments
+from pipeline_project.web.arguments import arguments_masked_text, may_view_arguments
 
 
 class LatestInlineFormSet(BaseInlineFormSet):
@@ -61,7 +59,7 @@ class TaskInline(ReadOnlyTabularInline):
 
     @admin.display(description="args")
     def masked_args(self, obj):
-        return json.dumps(arguments_masked(obj.args), ensure_ascii=False)
+        return arguments_masked_text(obj.args)
 
     def get_formset(self, request, obj=None, **kwargs):
         formset = super().get_formset(request, obj, **kwargs)

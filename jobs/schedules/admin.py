@@ -2,8 +2,6 @@
 services, which hold the rules), pause, resume and run them now. Schedules declared in code are
 read-only here but for those three actions and delete."""
 
-import json
-
 from django import forms
 from django.contrib import admin, messages
 from django.urls import reverse
@@ -15,7 +13,7 @@ from jobs.schedules.models import Schedule
 from pipeline_project.api.errors import ApplicationError
 from pipeline_project.audit.actions import may
 from pipeline_project.audit.services import audited
-from pipeline_project.web.arguments import arguments_masked, may_view_arguments
+from pipeline_project.web.arguments import arguments_masked, arguments_masked_text, may_view_arguments
 from pipeline_project.web.times import ago, duration
 
 
@@ -105,7 +103,7 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     @admin.display(description="args")
     def masked_args(self, obj):
-        return json.dumps(arguments_masked(obj.args), ensure_ascii=False)
+        return arguments_masked_text(obj.args)
 
     def get_changeform_initial_data(self, request):
         return {

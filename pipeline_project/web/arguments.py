@@ -15,6 +15,7 @@ the arguments in the first place), or a staff member with ``jobs.view_job_argume
 secret key either: a containment query naming one would let them guess the value.
 """
 
+import json
 import re
 
 from django.conf import settings
@@ -66,6 +67,11 @@ def secret_keys_in(value, names: list[str] | None = None) -> list[str]:
     if isinstance(value, list):
         return [key for item in value for key in secret_keys_in(item, names)]
     return []
+
+
+def arguments_masked_text(value) -> str:
+    """``value`` masked, as JSON text: how an admin page shows arguments it may not show whole."""
+    return json.dumps(arguments_masked(value), ensure_ascii=False)
 
 
 def may_view_arguments(request) -> bool:
