@@ -44,6 +44,17 @@ def worker_ready(service) -> None:
     assert service.worker.poll() is None, service.logged()
 
 
+def namespaces_served(service) -> None:
+    """Wait until the worker serves its process namespaces (it logs so at INFO): a call made before
+    would spend its step timeout on the worker's start."""
+    wait_for(
+        lambda: service.worker.poll() is not None or "serving process namespaces" in service.logged(),
+        timeout=60,
+        what="the worker to serve its namespaces",
+    )
+    assert service.worker.poll() is None, service.logged()
+
+
 def lines(http: httpx.Client, method: str, path: str, **kwargs) -> list[tuple[float, dict]]:
     """An NDJSON stream read to its end: (time.monotonic() the line arrived, the line) each."""
     with http.stream(method, path, **kwargs) as response:
@@ -84,7 +95,9 @@ def test_a_process_call_waits_on_the_loop_for_its_answer(run_as):
     token = every_scope_token("shipped")
     process = "/api/v1/processes/test.scripted/shipped-1"
     worker_args = ["--namespace", "test.scripted:2"]
-    with shipped(run_as, worker_args=worker_args, env=PROCESSORS) as service, client(service, token) as http:
+    env = {**PROCESSORS, "LOG_LEVEL": "INFO"}
+    with shipped(run_as, worker_args=worker_args, env=env) as service, client(service, token) as http:
+        namespaces_served(service)
         init = http.post(f"{process}/init", json={"args": {"events": ["born"]}})
         call = http.post(f"{process}/call", json={"args": {"events": ["called"], "sleep": 0.3, "response": "hi"}})
         failed = http.post(f"{process}/call", json={"args": {"error": "boom"}})
