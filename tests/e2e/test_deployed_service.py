@@ -97,8 +97,10 @@ def test_jobs_triggered_over_http_are_picked_on_notify_and_their_events_followed
             clients = {row["application_name"] for row in route.bouncer.show("CLIENTS")}
 
     print(f"\n{route.name}: picked after {ms(picked_after)} ms, followed after {ms(followed_after)} ms")  # noqa: T201 - reports the figures
-    assert statistics.median(picked_after) < 0.1 and max(picked_after) < 1, picked_after
-    assert statistics.median(followed_after) < 0.1 and max(followed_after) < 1, followed_after
+    # On NOTIFY: the sweep and the events recheck that would serve them otherwise run every 60 s. The
+    # latencies themselves are the benchmarks' (docs/performance.md); here the suite's other tests share the cores.
+    assert statistics.median(picked_after) < 0.25 and max(picked_after) < 1, picked_after
+    assert statistics.median(followed_after) < 0.25 and max(followed_after) < 1, followed_after
     runs: dict[str, list] = {}
     for job in Job.objects.filter(lock_key__startswith="shared-"):
         result = JobEvent.objects.get(job_id=job.job_id, kind="done").payload["result"]
