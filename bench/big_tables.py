@@ -88,6 +88,7 @@ FULL_SIZES = {
     "process_events": 20_000_000,
     "big_process_events": 10_000,
     "schedules": 1_000,
+    "audit_entries": 1_000_000,  # operator actions: a busy year's, several times over
 }
 MINIMUM_SIZES = {"runs": 2, "big_job_events": 5, "big_run_items": 10, "big_process_events": 10}
 FULL_SIZE_BYTES = 35 * 10**9  # a full seed on disk: about 50 x what scale 0.02 took (0.7 GB)
@@ -100,7 +101,15 @@ PROCESSES_PER_CHUNK = 100_000
 PAGE_P95_MS, API_P95_MS, GROWTH_LIMIT = 300, 100, 1.5
 WARMUPS = 3
 BIG_TABLES = {
-    "default": ["dl_jobs", "dl_job_events", "ingestion_items", "dl_processes", "dl_proc_tasks", "dl_proc_events"],
+    "default": [
+        "dl_jobs",
+        "dl_job_events",
+        "ingestion_items",
+        "dl_processes",
+        "dl_proc_tasks",
+        "dl_proc_events",
+        "audit_entries",
+    ],
     "pipeline": ["pipeline_tracking"],
 }
 
@@ -929,6 +938,8 @@ def seed(params: dict, scale: float) -> dict:
     with ThreadPoolExecutor(max_workers=2) as pool:
         lanes = [pool.submit(lane, params, t0, sizes, phases) for lane in (seed_jobs_lane, seed_other_lane)]
         ids = lanes[0].result() | lanes[1].result()
+    with seeding_connection(params, "default") as conn:
+        phases.run("audit trail", seed_audit, conn, t0, sizes, ids)
     phases.run("VACUUM ANALYZE", vacuum_all, params)
     ids |= {"scale": scale, "sizes": sizes, "seeded_at": t0.isoformat()}
     ids["seconds"] = round(time.perf_counter() - started, 1)
@@ -1204,6 +1215,53 @@ def seed_processes(conn: psycopg.Connection, t0: datetime, sizes: dict) -> dict:
     return {"pk": big, "namespace": namespace, "process_id": process_id}
 
 
+AUDIT_INSERT = """
+INSERT INTO audit_entries (at, actor, via, address, action, object_type, object_ids, filter, count, detail)
+SELECT %(start)s + %(span)s * (i::float8 / %(entries)s),
+       CASE WHEN k.via = 'api' THEN 'token:daemon-' || i %% 5 ELSE 'operator-' || i %% 12 END,
+       k.via, ('10.0.' || i %% 250 || '.' || i %% 200)::inet, k.action, k.object_type, k.object_ids, k.filter,
+       cardinality(k.object_ids) + CASE WHEN k.filter IS NULL THEN 0 ELSE i %% 500 END, '{}'
+FROM generate_series(1, %(entries)s) AS i,
+     LATERAL (SELECT md5(i::text)::uuid::text AS one,
+                     CASE WHEN i %% 100 < 60 THEN 'job' WHEN i %% 100 < 80 THEN 'jobs' WHEN i %% 100 < 85 THEN 'bulk'
+                          WHEN i %% 100 < 90 THEN 'queue' WHEN i %% 100 < 95 THEN 'run' WHEN i %% 100 < 98 THEN 'process'
+                          WHEN i %% 100 < 99 THEN 'schedule' ELSE 'tracking' END AS kind) AS h,
+     LATERAL (SELECT
+         CASE WHEN h.kind IN ('job', 'bulk', 'schedule') THEN 'api' WHEN h.kind = 'run' THEN 'pipeline'
+              ELSE 'admin' END AS via,
+         CASE h.kind WHEN 'job' THEN 'job.retry' WHEN 'jobs' THEN 'job.cancel' WHEN 'bulk' THEN 'job.retry'
+              WHEN 'queue' THEN (ARRAY['queue.pause', 'queue.resume'])[1 + i %% 2]
+              WHEN 'run' THEN (ARRAY['run.cancel', 'run.retry_failed'])[1 + i %% 2]
+              WHEN 'process' THEN 'process.repair' WHEN 'schedule' THEN 'schedule.run_now'
+              ELSE 'tracking.retry' END AS action,
+         CASE WHEN h.kind IN ('job', 'jobs', 'bulk') THEN 'job' WHEN h.kind = 'tracking' THEN 'tracking row'
+              ELSE h.kind END AS object_type,
+         CASE h.kind WHEN 'job' THEN ARRAY[h.one] WHEN 'run' THEN ARRAY[h.one]
+              WHEN 'jobs' THEN ARRAY[h.one, md5((i + 1)::text)::uuid::text, md5((i + 2)::text)::uuid::text]
+              WHEN 'bulk' THEN ARRAY(SELECT md5((i * 100 + n)::text)::uuid::text FROM generate_series(1, 20) AS n)
+              WHEN 'queue' THEN ARRAY['reports'] WHEN 'process' THEN ARRAY['orders/p-' || i]
+              WHEN 'schedule' THEN ARRAY[(i %% 1000)::text] ELSE ARRAY[(i * 7)::text] END AS object_ids,
+         CASE WHEN h.kind = 'bulk' THEN '{"queue": "reports", "status": "failed"}'::jsonb END AS filter) AS k
+"""
+# Entries naming the objects whose pages are timed (their pages show the latest 20).
+AUDIT_OF_TIMED_PAGES = """
+INSERT INTO audit_entries (at, actor, via, action, object_type, object_ids, count, detail)
+SELECT %(t0)s - n * interval '1 hour', 'operator-1', 'admin', o.action, o.object_type, ARRAY[o.id], 1, '{}'
+FROM generate_series(1, 30) AS n,
+     (VALUES ('job.retry', 'job', %(job)s), ('run.cancel', 'run', %(run)s),
+             ('process.repair', 'process', %(process)s)) AS o (action, object_type, id)
+"""
+
+
+def seed_audit(conn: psycopg.Connection, t0: datetime, sizes: dict, ids: dict) -> None:
+    """The audit trail: single and bulk job actions, queue, run, process, schedule and tracking
+    actions by users and tokens over the span; 30 each naming the timed job, run and process."""
+    bulk_insert(conn, "audit_entries", AUDIT_INSERT, time_params(t0) | {"entries": sizes["audit_entries"]})
+    process = f"{ids['process']['namespace']}/{ids['process']['process_id']}"
+    conn.execute(AUDIT_OF_TIMED_PAGES, {"t0": t0, "job": str(ids["job"]), "run": str(ids["run"]), "process": process})
+    analyze(conn, "audit_entries")
+
+
 def seed_tracking(conn: psycopg.Connection, t0: datetime, sizes: dict) -> str:
     """pipeline_tracking. A filename prefix of ten days ago (an hour's files) for the search."""
     bulk_insert(conn, "pipeline_tracking", tracking_insert(), time_params(t0) | {"files": sizes["tracking_files"]})
@@ -1244,6 +1302,7 @@ def routed(path: str) -> str | None:
 def page_endpoints(ids: dict) -> list[Endpoint]:
     jobs = "jobs_job_changelist"
     tracking = "tracking_pipelinetracking_changelist"
+    audit = "audit_auditentry_changelist"
     deep_page = min(500, math.ceil(ids["sizes"]["jobs"] / 100))  # the list shows 100 a page
     # The list pages by job id (?before= the last job of the page above); a checkout from before
     # that, by number (?p=).
@@ -1273,6 +1332,12 @@ def page_endpoints(ids: dict) -> list[Endpoint]:
         ("admin processes", admin_url("processes_process_changelist")),
         ("process page (longest history)", admin_url("processes_process_change", ids["process"]["pk"])),
         ("process namespaces", admin_url("processes_process_namespaces")),
+        ("admin audit trail", admin_url(audit)),
+        ("admin audit trail: run.cancel", admin_url(audit, query={"action": "run.cancel"})),
+        ("admin audit trail: via pipeline", admin_url(audit, query={"via": "pipeline"})),
+        ("admin audit trail: processes", admin_url(audit, query={"object_type": "process"})),
+        ("admin audit trail: a user", admin_url(audit, query={"q": "operator-3"})),
+        ("admin audit trail: an object", admin_url(audit, query={"q": str(ids["job"])})),
     ]
     return [Endpoint(name, path) for name, path in pages]
 

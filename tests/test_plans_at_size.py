@@ -30,9 +30,10 @@ BIG_TABLES = {
     "dl_processes",
     "dl_proc_events",
     "dl_proc_tasks",
+    "audit_entries",
 }
 RUN = "5eed0000-0000-4000-8000-000000000001"
-SEEDED = ("dl_", "ingestion_", "pipeline_tracking")
+SEEDED = ("dl_", "ingestion_", "pipeline_tracking", "audit_")
 # A page walked in another index's order, filtering, may stop soon when the rows it keeps are
 # common; below this share of the table it reads 50 rows or more per row it keeps (at 10M
 # rows, a filter on one run or an absent value would read them all).
@@ -71,6 +72,17 @@ INSERT INTO dl_proc_tasks (process_pk, task_id, task_type, status, scheduled_tim
 SELECT id, id, 'init', 'finished', now(), '{{}}', 0, 1 FROM dl_processes;
 INSERT INTO dl_proc_events (process_pk, task_id, event_id, timestamp, payload)
 SELECT p.id, p.id, e, now(), to_jsonb(e) FROM dl_processes p, generate_series(1, p.last_event_id) AS e;
+INSERT INTO audit_entries (at, actor, via, action, object_type, object_ids, filter, count, detail)
+SELECT now() - (50000 - i) * interval '1 minute', 'operator-' || (i % 20), a.via, a.action, a.object_type,
+       a.object_ids, CASE WHEN i % 7 = 0 THEN '{{"status": "failed"}}'::jsonb END, 1, '{{}}'
+FROM generate_series(1, 50000) AS i,
+     LATERAL (SELECT * FROM (VALUES
+         (0, 'pipeline', 'run.cancel', 'run', ARRAY[CASE WHEN i % 1000 = 0 THEN '{RUN}' ELSE md5(i::text) END]),
+         (1, 'admin', 'process.repair', 'process', ARRAY['test.scripted/process-' || i]),
+         (2, 'admin', 'queue.pause', 'queue', ARRAY['queue-' || (i % 20)]),
+         (3, 'api', 'job.retry', 'job', ARRAY[md5(i::text)::uuid::text, md5((i + 1)::text)::uuid::text])
+     ) AS kinds (kind, via, action, object_type, object_ids)
+     WHERE kind = CASE WHEN i % 100 < 3 THEN i % 100 ELSE 3 END) AS a;
 """
 SEED_PIPELINE = """
 INSERT INTO pipeline_tracking (filename, shard, event_ingest_status, shard_splitter_status, shard_worker_status,
@@ -108,6 +120,9 @@ def pages() -> list[str]:
         [(process,)] = cursor.fetchall()
         cursor.execute("SELECT job_id FROM dl_jobs WHERE status = 'failed' LIMIT 1")
         [(failed,)] = cursor.fetchall()
+        cursor.execute("SELECT id, object_ids[1] FROM audit_entries ORDER BY id DESC OFFSET 30000 LIMIT 1")
+        [(deep_entry, named)] = cursor.fetchall()
+    audit = "/admin/audit/auditentry/"
     return [
         jobs,
         f"{jobs}?status__exact=failed",
@@ -139,6 +154,13 @@ def pages() -> list[str]:
         "/admin/processes/process/?namespace=ns-2",
         f"/admin/processes/process/{process}/change/",
         "/admin/processes/process/namespaces/",
+        audit,
+        f"{audit}?action=run.cancel",
+        f"{audit}?via=pipeline",
+        f"{audit}?object_type=process",
+        f"{audit}?q=operator-3",
+        f"{audit}?q={named}",
+        f"{audit}?before={deep_entry}",
     ]
 
 

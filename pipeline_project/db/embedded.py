@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pipeline_project.db.connections import ensure_databases
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]  # the checkout
 DATA_DIR = BASE_DIR / "var" / "postgres"
 DEFAULT_DATABASE = "control"
 PIPELINE_DATABASE = "pipeline"

@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
                 ('via', models.CharField(choices=[('admin', 'admin'), ('pipeline', '/pipeline pages'), ('api', 'API')], max_length=10)),
                 ('address', models.GenericIPAddressField(blank=True, help_text="The client's address.", null=True)),
                 ('action', models.CharField(choices=[('job.retry', 'job.retry'), ('job.cancel', 'job.cancel'), ('job.delete', 'job.delete'), ('queue.pause', 'queue.pause'), ('queue.resume', 'queue.resume'), ('queue.limits', 'queue.limits'), ('schedule.pause', 'schedule.pause'), ('schedule.resume', 'schedule.resume'), ('schedule.run_now', 'schedule.run_now'), ('run.start', 'run.start'), ('run.cancel', 'run.cancel'), ('run.retry_failed', 'run.retry_failed'), ('process.repair', 'process.repair'), ('process.simple_repair', 'process.simple_repair'), ('tracking.retry', 'tracking.retry'), ('prepare_job.cancel', 'prepare_job.cancel'), ('token.revoke', 'token.revoke')], max_length=40)),
-                ('object_type', models.CharField(max_length=40)),
+                ('object_type', models.CharField(choices=[('api token', 'api token'), ('job', 'job'), ('prepare job', 'prepare job'), ('process', 'process'), ('queue', 'queue'), ('run', 'run'), ('schedule', 'schedule'), ('source', 'source'), ('tracking row', 'tracking row')], max_length=40)),
                 ('object_ids', django.contrib.postgres.fields.ArrayField(base_field=models.TextField(), blank=True, default=list, help_text='The objects named (first ones of a long list).')),
                 ('filter', models.JSONField(blank=True, help_text='The filter a bulk action matched, as given.', null=True)),
                 ('count', models.BigIntegerField(blank=True, help_text='How many objects the action changed.', null=True)),
@@ -34,7 +34,7 @@ class Migration(migrations.Migration):
                 'verbose_name_plural': 'audit trail',
                 'db_table': 'audit_entries',
                 'ordering': ['-id'],
-                'indexes': [django.contrib.postgres.indexes.GinIndex(fields=['object_ids'], name='audit_entries_object_ids'), models.Index(fields=['action', '-id'], name='audit_entries_action'), models.Index(fields=['actor', '-id'], name='audit_entries_actor')],
+                'indexes': [django.contrib.postgres.indexes.GinIndex(fields=['object_ids'], name='audit_entries_object_ids'), models.Index(fields=['action', '-id'], name='audit_entries_action'), models.Index(fields=['actor', '-id'], name='audit_entries_actor'), models.Index(fields=['via', '-id'], name='audit_entries_via'), models.Index(fields=['object_type', '-id'], name='audit_entries_object_type')],
             },
         ),
     ]
