@@ -34,24 +34,17 @@ def client(service, token: str | None = None) -> httpx.Client:
     return httpx.Client(base_url=service.url, headers=headers, timeout=60)
 
 
-def worker_ready(service) -> None:
-    """Wait until a worker serving queues has registered."""
-    wait_for(
-        lambda: service.worker.poll() is not None or Worker.objects.filter(pid=service.worker.pid).exists(),
-        timeout=60,
-        what="the worker to register",
-    )
-    assert service.worker.poll() is None, service.logged()
-
-
-def namespaces_served(service) -> None:
-    """Wait until the worker serves its process namespaces (it logs so at INFO): a call made before
+def worker_ready(service, *, namespaces: bool = False) -> None:
+    """Wait until the worker serves: its queues once it has registered, or its process namespaces
+    once it logs so (at INFO; a worker of namespaces only registers no queues). A call made before
     would spend its step timeout on the worker's start."""
-    wait_for(
-        lambda: service.worker.poll() is not None or "serving process namespaces" in service.logged(),
-        timeout=60,
-        what="the worker to serve its namespaces",
-    )
+
+    def serving() -> bool:
+        if namespaces:
+            return "serving process namespaces" in service.logged()
+        return Worker.objects.filter(pid=service.worker.pid).exists()
+
+    wait_for(lambda: service.worker.poll() is not None or serving(), timeout=60, what="the worker to serve")
     assert service.worker.poll() is None, service.logged()
 
 
@@ -97,7 +90,7 @@ def test_a_process_call_waits_on_the_loop_for_its_answer(run_as):
     worker_args = ["--namespace", "test.scripted:2"]
     env = {**PROCESSORS, "LOG_LEVEL": "INFO"}
     with shipped(run_as, worker_args=worker_args, env=env) as service, client(service, token) as http:
-        namespaces_served(service)
+        worker_ready(service, namespaces=True)
         init = http.post(f"{process}/init", json={"args": {"events": ["born"]}})
         call = http.post(f"{process}/call", json={"args": {"events": ["called"], "sleep": 0.3, "response": "hi"}})
         failed = http.post(f"{process}/call", json={"args": {"error": "boom"}})

@@ -100,12 +100,6 @@ def test_a_few_queued_jobs_are_no_reason_to_analyze():
     assert services.jobs_statistics_refresh() is False
 
 
-def dead_rows() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'dl_jobs'::regclass")
-        return cursor.fetchone()[0]
-
-
 def vacuum_statistics() -> dict:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -113,6 +107,10 @@ def vacuum_statistics() -> dict:
             "FROM pg_stat_user_tables WHERE relid = 'dl_jobs'::regclass"
         )
         return dict(zip([column.name for column in cursor.description], cursor.fetchone(), strict=True))
+
+
+def dead_rows() -> int:
+    return vacuum_statistics()["n_dead_tup"]
 
 
 def dead_rows_reach(count: int) -> None:
