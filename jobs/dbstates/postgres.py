@@ -7,6 +7,7 @@ as the system user ``SQLRS_OS_USER``, created on first use. Servers are throw-aw
 with ``fsync=off``; a snapshot is synced when its marker is written (``statefs``).
 """
 
+import contextlib
 import logging
 import os
 import pwd
@@ -44,7 +45,8 @@ SERVER_OPTIONS = {
     "max_wal_size": "256MB",
     "logging_collector": "off",
 }
-_children: dict[int, subprocess.Popen] = {}  # servers this process started, reaped when they end
+_children: dict[int, tuple[subprocess.Popen, Path]] = {}  # servers this process started (and their
+# data directories), reaped when they end
 _children_lock = threading.Lock()
 
 
@@ -147,7 +149,7 @@ def start(image, data_dir: Path, *, attempts: int = 3) -> Server:
                 **as_server_user(),
             )
         with _children_lock:
-            _children[process.pid] = process
+            _children[process.pid] = (process, data_dir)
         try:
             return _wait_ready(data_dir, process, port)
         except ServerError as exc:
@@ -187,7 +189,7 @@ def is_alive(pid: int) -> bool:
     with _children_lock:
         child = _children.get(pid)
         if child is not None:
-            if child.poll() is None:
+            if child[0].poll() is None:
                 return True
             del _children[pid]
             return False
@@ -204,18 +206,28 @@ def running(data_dir: Path) -> Server | None:
     if len(lines) < 4 or not lines[0].strip().isdigit():
         return None
     pid = int(lines[0])
-    if not is_alive(pid) or not _works_in(pid, data_dir):
+    if not is_alive(pid) or not _is_postmaster_of(pid, data_dir):
         return None
     return Server(data_dir=data_dir, port=int(lines[3]), pid=pid)
 
 
-def _works_in(pid: int, data_dir: Path) -> bool:
-    """Whether process ``pid`` works in ``data_dir``, as a postmaster does: a dead server's pid
-    file may name a live stranger (pids come round again, after 32,768 on many kernels)."""
+def _is_postmaster_of(pid: int, data_dir: Path) -> bool:
+    """Whether process ``pid`` is a ``postgres`` working in ``data_dir``, as its postmaster is: a
+    dead server's pid file may name a live stranger (pids come round again, after 32,768 on many
+    kernels)."""
     try:
-        return Path(os.readlink(f"/proc/{pid}/cwd")) == data_dir.resolve()
+        with open(f"/proc/{pid}/stat") as stat:
+            program = stat.read().partition("(")[2].rpartition(")")[0]
+        return program == "postgres" and Path(os.readlink(f"/proc/{pid}/cwd")) == data_dir.resolve()
     except OSError:
         return False
+
+
+def started() -> list[Path]:
+    """The data directories of the servers this process started that still run."""
+    with _children_lock:
+        children = list(_children.values())
+    return [data_dir for process, data_dir in children if process.poll() is None]
 
 
 def stop(data_dir: Path, *, immediate: bool = False) -> bool:
@@ -234,6 +246,23 @@ def stop(data_dir: Path, *, immediate: bool = False) -> bool:
         time.sleep(READY_POLL_SEC)
     (data_dir / "postmaster.pid").unlink(missing_ok=True)
     return True
+
+
+def stop_all(data_dirs: list[Path], *, deadline: float) -> tuple[list[Path], list[Path]]:
+    """Fast shutdowns of the servers on ``data_dirs``, side by side, waited for until ``deadline``
+    (``time.monotonic()``); nothing is killed. Returns the directories whose servers stopped, and
+    those whose servers still run then (their shutdown goes on)."""
+    servers = [server for server in map(running, data_dirs) if server is not None]
+    for server in servers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.pid, signal.SIGINT)
+    waiting = list(servers)
+    while waiting and time.monotonic() < deadline:
+        waiting = [server for server in waiting if is_alive(server.pid)]
+        if waiting:
+            time.sleep(READY_POLL_SEC)
+    waiting = [server for server in waiting if is_alive(server.pid)]
+    return [server.data_dir for server in servers if server not in waiting], [server.data_dir for server in waiting]
 
 
 def discard(data_dir: Path) -> None:

@@ -1,19 +1,25 @@
-"""The engine's periodic tasks, and the check that keeps its queue on its host (``jobs.runtime.registry``).
+"""The engine's periodic tasks, the check that keeps its queue on its host, and the stop of the
+servers a worker started when it exits (``jobs.runtime.registry``).
 
 The cache's eviction, the sweep of deleted jobs' directories and the markers' sync work on the
 state store: they are local to the engine's host, and run in the workers serving its queue there
 (with or without ``--no-reaper``). The reconciliation of prepare jobs whose queue job ended
 without them reads and writes the database only: housekeeping, run anywhere.
+
+A runworker process stops the servers it started (instances its prepares made, servers a released
+job left) after its drain, before it exits: a fast shutdown each, within the stop's time
+(``servers.started_servers_stop``).
 """
 
 from django.conf import settings
 
-from jobs.dbstates import cache, placement, services, statefs
+from jobs.dbstates import cache, placement, servers, services, statefs
 from jobs.dbstates.executor import job_dirs_sweep
 from jobs.runtime.periodic import PeriodicWork
-from jobs.runtime.registry import periodic_tasks, start_check
+from jobs.runtime.registry import at_exit, periodic_tasks, start_check
 
 start_check(placement.serving_check)
+at_exit(servers.started_servers_stop)
 
 
 @periodic_tasks

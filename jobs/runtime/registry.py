@@ -15,8 +15,10 @@ package), which ``runworker`` and ``runreaper`` import at start (:func:`load`):
   runs one of them once per period across every process (the job queue's ``dl_periodic_tasks``).
 - ``@start_check`` on a function that refuses a worker whose host cannot serve what it was asked
   to serve; ``@on_start`` on a function every worker calls with its task handlers once its
-  checks pass; ``@modules_option("handlers")`` on a function loading the modules a worker's
-  ``--handlers MODULE`` flag names (and the app's own).
+  checks pass; ``@at_exit`` on a function a ``runworker`` process calls before it exits, once its
+  runtime has stopped (the database-state engine stops the servers the process started);
+  ``@modules_option("handlers")`` on a function loading the modules a worker's ``--handlers
+  MODULE`` flag names (and the app's own).
 
 Which process runs a periodic task: a housekeeping task (the default) runs in ``runreaper`` and in
 every ``runworker`` not started with ``--no-reaper``, once per period across them all; a task
@@ -25,6 +27,7 @@ the workers serving that source, with or without ``--no-reaper``, and never in `
 """
 
 import importlib
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +39,8 @@ from django.utils.module_loading import autodiscover_modules
 if TYPE_CHECKING:
     from jobs.runtime.config import WorkerConfig
     from jobs.runtime.periodic import PeriodicWork
+
+log = logging.getLogger("jobs.runtime")
 
 Served = Mapping[str, Mapping[str, int]]  # what a worker serves: kind -> {name: concurrency}
 
@@ -59,6 +64,7 @@ _sources: dict[str, Any] = {}  # kind -> a WorkSource class with build(names, se
 _periodic: list[Callable[["WorkerConfig"], Iterable["PeriodicWork"]]] = []
 _start_checks: list[Callable[[Served], None]] = []
 _start_hooks: list[Callable[[Any], None]] = []
+_exit_hooks: list[Callable[..., Any]] = []  # hook(deadline=): a runworker process's last steps
 _kind_settings: set[str] = set()  # the names a worker's overrides may give (jobs.runtime.config)
 _ledger: list[Callable[..., Any]] = []  # at most one: runs a periodic task once per period
 _module_options: dict[str, tuple[Callable[[list[str]], None], str]] = {}  # flag -> (loader, help)
@@ -98,6 +104,16 @@ def on_start(hook: Callable[[Any], None]):
     ``hook(handlers)`` with its task handlers (``jobs.handlers.Registry``)."""
     if hook not in _start_hooks:
         _start_hooks.append(hook)
+    return hook
+
+
+def at_exit(hook: Callable[..., Any]):
+    """Register a function a ``runworker`` process calls before it exits, once its runtime has
+    stopped (its runs ended or were released, its last writes made), in the stop's time:
+    ``hook(deadline=)``, the ``time.monotonic()`` it returns by (the process exits then, whatever
+    still runs). A runtime run in a thread of another process (a test's) calls none."""
+    if hook not in _exit_hooks:
+        _exit_hooks.append(hook)
     return hook
 
 
@@ -190,6 +206,16 @@ def run_start_hooks(handlers) -> None:
     load()
     for hook in _start_hooks:
         hook(handlers)
+
+
+def run_exit_hooks(*, deadline: float) -> None:
+    """Each exit hook in turn, all with ``deadline``; one that raises is logged, and the next runs."""
+    load()
+    for hook in _exit_hooks:
+        try:
+            hook(deadline=deadline)
+        except Exception:
+            log.exception("an exit hook failed", extra={"hook": getattr(hook, "__qualname__", repr(hook))})
 
 
 def periodic_for(config: "WorkerConfig", *, served: Served, housekeeping: bool) -> list["PeriodicWork"]:

@@ -18,7 +18,7 @@ class Command(BaseCommand):
         "namespaces. What to serve and its concurrency come from the kinds' flags (--queue, "
         '--namespace) or WORKERS_JSON (default [{"queue": "default", "concurrency": 4}]). '
         "SIGTERM/SIGINT: stop claiming, give running work DL_SHUTDOWN_TIMEOUT_SEC to finish, put the "
-        "rest back, exit 0."
+        "rest back, stop the database-state servers this process started, exit 0."
     )
 
     def add_arguments(self, parser):
@@ -57,7 +57,7 @@ class Command(BaseCommand):
         if options["metrics_port"]:
             start_http_server(options["metrics_port"], addr=options["metrics_addr"])
         try:
-            with stopping_on_signals(worker.request_stop):
+            with stopping_on_signals(worker.request_stop, at_exit=kinds.run_exit_hooks):
                 worker.run()
         finally:
             if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

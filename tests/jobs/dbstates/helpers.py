@@ -2,6 +2,8 @@
 
 import functools
 import json
+import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -15,7 +17,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 import jobs.dbstates.job_handlers  # noqa: F401  (registers sqlrs.prepare)
-from jobs.dbstates import postgres, services, statefs
+from jobs.dbstates import images, postgres, services, statefs
 from jobs.dbstates.models import PrepareEvent, PrepareJob
 from jobs.dbstates.steps import PrepareRequest
 from jobs.runtime.config import WorkerConfig
@@ -62,6 +64,29 @@ def servers_stop() -> None:
         if parent.exists():
             for pid_file in parent.glob("**/postmaster.pid"):
                 postgres.stop(pid_file.parent, immediate=True)
+
+
+def cluster_state(data_dir: Path) -> str:
+    """pg_controldata's "Database cluster state" of ``data_dir``: "shut down" after a clean stop,
+    "in production" after a kill."""
+    program = images.image_resolve(IMAGE).program("pg_controldata")
+    output = subprocess.run(
+        [program, str(data_dir)], capture_output=True, text=True, check=True, env={"LC_ALL": "C"}
+    ).stdout
+    return re.search(r"^Database cluster state:\s*(.+)$", output, re.MULTILINE).group(1).strip()
+
+
+def server_log(data_dir: Path) -> str:
+    """What the servers on ``data_dir`` logged, every start of them."""
+    return postgres.log_path(data_dir).read_text(errors="replace")
+
+
+def psql_run(token: str, instance_id: str, sql: str) -> list[dict]:
+    """The events of a psql run of ``sql`` on an instance (``POST /sqlrs/v1/runs``)."""
+    request = {"instance_ref": instance_id, "kind": "psql", "args": ["-At", "-c", sql]}
+    status, headers, body = asgi_request("post", "/sqlrs/v1/runs", token=token, data=request)
+    assert status == 200 and headers["Content-Type"] == "application/x-ndjson", body
+    return [json.loads(line) for line in body.decode().splitlines()]
 
 
 def script(directory, name: str, sql: str):

@@ -143,3 +143,31 @@ def test_a_start_check_refuses_a_worker_before_anything_starts(refusing_check):
     with pytest.raises(registry.StartRefused, match="not on this host"):
         build_worker(config({"queue": {"refused": 1}}), handlers)
     assert build_worker(config({"queue": {"default": 1}}), handlers).sources
+
+
+@pytest.fixture
+def exit_hooks():
+    """Two exit hooks an app adds, the first failing; yields what they were called with."""
+    called = []
+
+    def failing(*, deadline):
+        called.append(("failing", deadline))
+        raise RuntimeError("broken hook")
+
+    def last(*, deadline):
+        called.append(("last", deadline))
+
+    for hook in (failing, last):
+        registry.at_exit(hook)
+    registry.at_exit(last)  # registering twice is harmless
+    yield called
+    registry._exit_hooks.remove(failing)
+    registry._exit_hooks.remove(last)
+
+
+def test_exit_hooks_run_in_turn_with_the_deadline_and_one_failing_stops_none_after_it(exit_hooks, caplog):
+    with caplog.at_level("ERROR", logger="jobs.runtime"):
+        registry.run_exit_hooks(deadline=123.0)
+
+    assert exit_hooks == [("failing", 123.0), ("last", 123.0)]
+    assert [record.message for record in caplog.records] == ["an exit hook failed"]
