@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from jobs.dependency_rules import WAITING_AVAILABLE_AT, shown_status
 from jobs.models import FINISHED_STATUSES, JOB_COUNTS, Job, JobEvent, JobStatus, PeriodicTask, Queue, Worker
+from jobs.services.claims import FIRST_OF_KEY, KEY_FREE
 from jobs.services.leases import RUNNING_PICKED_BY, Lease
 from pipeline_project.api.errors import NotFoundError
 from pipeline_project.db import sql
@@ -130,6 +131,82 @@ def queue_depths() -> dict[str, dict[str, int]]:
     for queue, _task, status, jobs in job_counts():
         by_status = depths.setdefault(queue, {})
         by_status[status] = by_status.get(status, 0) + jobs
+    return depths
+
+
+# How many due jobs of each queue ``claimable_depths`` reads at most: a bigger backlog reads as at
+# most this many (plenty for a scaling signal), and the read stays bounded whatever the backlog.
+CLAIMABLE_WINDOW = 5_000
+
+# Per queue, and per partition_key where its limits hold per partition: the jobs claims made now
+# would take. The claim's own conditions (``jobs.services.claims``) on each due job (queued,
+# ``available_at <= now()``: neither delayed, backing off nor waiting for other jobs), read through
+# ``ix_dl_jobs_claim`` up to the window: no running job holds its lock_key (``KEY_FREE``), and it
+# is its key's first queued job (``FIRST_OF_KEY``: one per key). None in a paused queue. With each,
+# what the queue's limits leave (NULL: no such limit), as ``LIMITED_CLAIM`` counts them: max_running
+# less the queue's running jobs (the counts the triggers keep: no walk over running jobs), for
+# per-partition limits max_running itself (``claimable_depths`` subtracts each partition's running
+# jobs); rate_limit less the starts in its period. The queues: those with jobs (the counts, which
+# also say which have queued jobs to read) and those with operator state.
+_KEY_FREE = KEY_FREE.format(key="w.lock_key")
+_FIRST_OF_KEY = FIRST_OF_KEY.replace("%(queue)s", "w.queue")  # the queue of each job read
+CLAIMABLE_DEPTHS = f"""
+    WITH queues AS (
+        SELECT name, bool_or(has_queued) AS has_queued FROM (
+            SELECT queue AS name, coalesce(sum(n) FILTER (WHERE status = 'queued'), 0) > 0 AS has_queued
+            FROM dl_job_counts GROUP BY queue HAVING sum(n) <> 0
+            UNION ALL
+            SELECT name, false FROM dl_queues
+        ) AS known
+        GROUP BY name
+    ),
+    claimable AS MATERIALIZED (
+        SELECT q.name AS queue, CASE WHEN l.limit_per_partition THEN w.partition_key ELSE '' END AS part,
+               count(*) AS n
+        FROM queues q LEFT JOIN dl_queues l ON l.name = q.name
+        CROSS JOIN LATERAL (
+            SELECT job_id, queue, lock_key, partition_key FROM dl_jobs
+            WHERE status = 'queued' AND queue = q.name AND available_at <= now()
+            LIMIT %(window)s
+        ) AS w
+        WHERE q.has_queued AND l.paused IS NOT TRUE AND {_KEY_FREE} AND {_FIRST_OF_KEY}
+        GROUP BY 1, 2
+    )
+    SELECT q.name, c.part, c.n, l.limit_per_partition AND l.max_running IS NOT NULL,
+           CASE WHEN l.max_running IS NULL THEN NULL WHEN l.limit_per_partition THEN l.max_running
+                ELSE l.max_running - coalesce((
+                    SELECT sum(k.n) FROM dl_job_counts k WHERE k.queue = c.queue AND k.status = 'running'), 0)::bigint
+           END,
+           CASE WHEN l.rate_limit IS NOT NULL THEN l.rate_limit - (
+               SELECT count(*) FROM dl_queue_starts s
+               WHERE s.queue = c.queue AND s.started_at > now() - make_interval(secs => l.rate_period_sec)
+                 AND (NOT l.limit_per_partition OR s.partition_key = c.part)) END
+    FROM queues q LEFT JOIN claimable c ON c.queue = q.name LEFT JOIN dl_queues l ON l.name = c.queue
+"""
+# The running jobs of queues limited per partition, by partition: a walk over the running jobs
+# only (their partial indexes), which the limited claim of such a queue makes at every claim.
+RUNNING_BY_PARTITION = """
+    SELECT queue, partition_key, count(*) FROM dl_jobs
+    WHERE status = 'running' AND queue = ANY (%(queues)s::text[])
+    GROUP BY 1, 2
+"""
+
+
+def claimable_depths() -> dict[str, int]:
+    """``{queue: jobs a claim could take now}`` for every queue with jobs or operator state (0: none,
+    or paused), capped by the queue's limits (for each partition, with per-partition limits) and at
+    most ``CLAIMABLE_WINDOW``: what KEDA scales the workers on (``dl_queue_claimable_jobs``). Reads
+    each queue's due jobs through ``ix_dl_jobs_claim``, two index probes each, never a finished job."""
+    rows = sql.rows(CLAIMABLE_DEPTHS, {"window": CLAIMABLE_WINDOW, "ending": []})
+    by_partition = sorted({queue for queue, _, _, per_partition, _, _ in rows if per_partition})
+    running = {}
+    if by_partition:
+        running = {(q, part): n for q, part, n in sql.rows(RUNNING_BY_PARTITION, {"queues": by_partition})}
+    depths: dict[str, int] = {}
+    for queue, part, claimable, per_partition, max_running_left, starts_left in rows:
+        running_left = max_running_left - running.get((queue, part), 0) if per_partition else max_running_left
+        budgets = [max(0, left) for left in (running_left, starts_left) if left is not None]
+        depths[queue] = depths.get(queue, 0) + min([claimable or 0, *budgets])
     return depths
 
 

@@ -1,8 +1,9 @@
 """Prometheus metrics of the job queue.
 
 Counters and the histogram are per process (runworker serves its own on --metrics-port);
-with PROMETHEUS_MULTIPROC_DIR set, /metrics sums every process on the host. Queue depth is
-read from the database at scrape time by :class:`QueueDepthCollector`.
+with PROMETHEUS_MULTIPROC_DIR set, /metrics sums every process on the host. Queue depth, the
+jobs claimable now (what KEDA scales the workers on) and live workers are read from the database
+at scrape time by :class:`QueueDepthCollector`.
 """
 
 import functools
@@ -50,8 +51,18 @@ def record_outcome(*, queue: str, task: str, status: str | None, seconds: float)
     histogram.observe(seconds)
 
 
+CLAIMABLE_HELP = (
+    "Jobs of the queue that claims could take now (the KEDA scaling signal): queued and due (not delayed,"
+    " backing off or waiting for other jobs), each the first queued job of its lock_key, whose key no"
+    " running job holds. Capped by the queue's limits: min(due jobs, free max_running/rate_limit slots),"
+    " per partition for per-partition limits. 0 while the queue is paused. Counted among the queue's first"
+    " {window} due jobs."
+)
+
+
 class QueueDepthCollector:
-    """``dl_queue_depth{queue, status}`` and live workers, read when /metrics is scraped."""
+    """``dl_queue_depth{queue, status}``, ``dl_queue_claimable_jobs{queue}`` and live workers, read
+    when /metrics is scraped."""
 
     def collect(self):
         from jobs import selectors
@@ -61,6 +72,12 @@ class QueueDepthCollector:
             for status, count in statuses.items():
                 depth.add_metric([queue, status], count)
         yield depth
+        claimable = GaugeMetricFamily(
+            "dl_queue_claimable_jobs", CLAIMABLE_HELP.format(window=selectors.CLAIMABLE_WINDOW), labels=["queue"]
+        )
+        for queue, count in sorted(selectors.claimable_depths().items()):
+            claimable.add_metric([queue], count)
+        yield claimable
         workers = GaugeMetricFamily("dl_live_workers", "runworker processes that heartbeated recently.")
         workers.add_metric([], len(selectors.live_workers()))
         yield workers
