@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run demo test lint docs api-reference bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-worker-size bench-chaos db-stop clean
+.PHONY: install setup run demo test test-image image lock compose-secrets lint docs api-reference bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-worker-size bench-chaos db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,31 @@ demo: setup
 TEST_WORKERS ?= 4
 test: install
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
+
+# The container images with podman (deploy/image/build): the service's and the database-state
+# engine's, on a Debian base made locally (deploy/image/make-base) unless BASE_IMAGE names one.
+image:
+	deploy/image/build
+	deploy/image/build --target engine
+
+# The images' tests (CI's image step): every role under podman against the PostgreSQL at
+# IMAGE_TEST_DATABASE_SERVER (postgres://postgres@127.0.0.1:5432), and the Kubernetes manifests played.
+test-image: install image
+	$(BIN)/python -m pytest -m image -p no:xdist tests/image $(PYTEST_ARGS)
+
+# requirements/service.lock, what the image installs: every package pinned, with its hashes.
+lock: install
+	$(BIN)/pip-compile --quiet --generate-hashes --no-emit-index-url --strip-extras --allow-unsafe \
+		--output-file requirements/service.lock requirements/service.txt
+
+# docker-compose.yml's secrets (var/secrets/: the database password and SECRET_KEY), made once. The
+# directory is its owner's alone; the files are readable, as the containers' user (uid 10001) reads them.
+compose-secrets:
+	@mkdir -p var/secrets && chmod 700 var/secrets
+	@for name in db_password secret_key; do \
+		test -s var/secrets/$$name || (umask 022 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' > var/secrets/$$name); \
+	done
+	@echo "var/secrets/db_password and var/secrets/secret_key are there"
 
 # The linter and the formatter, as CI runs them (settings in pyproject.toml).
 lint: install
@@ -92,8 +117,10 @@ bench-chaos: install
 bench-worker-size: install
 	$(BIN)/python bench/worker_at_size.py $(BENCH_ARGS)
 
-# Stop the embedded PostgreSQL (it keeps running between commands otherwise).
+# Stop any database-state server left running under var/state-store, then the embedded PostgreSQL
+# (both keep running between commands otherwise).
 db-stop: install
+	$(BIN)/python manage.py sqlrsservers stop
 	$(BIN)/python manage.py embeddedpg stop
 
 clean: db-stop

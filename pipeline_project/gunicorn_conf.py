@@ -11,7 +11,8 @@ import os
 
 from pipeline_project.web.uvicorn_worker import refuse_taken_addresses
 
-bind = os.environ.get("WEB_BIND", "127.0.0.1:8000")
+# The service's address, and the probe port's if WEB_PROBE_BIND is set (settings.WEB_PROBE_PORT).
+bind = [os.environ.get("WEB_BIND", "127.0.0.1:8000"), *filter(None, [os.environ.get("WEB_PROBE_BIND")])]
 workers = int(os.environ.get("WEB_WORKERS", "2"))
 worker_class = "pipeline_project.web.uvicorn_worker.UvicornWorker"  # a listening socket per worker
 reuse_port = True  # so that each worker can bind its own beside the shared one
@@ -26,3 +27,12 @@ control_socket_disable = True  # no gunicornc control socket in the user's home
 def on_starting(server):
     # With SO_REUSEPORT a second server on a taken port would share its connections, silently.
     refuse_taken_addresses(server.cfg.address)
+
+
+def child_exit(server, worker):
+    # A web worker that ended (a restart, a crash) takes its live gauges (open streams, ...) off
+    # /metrics; its counters stay, summed as before. Files of a pid reused later start clean.
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

@@ -14,25 +14,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 from pipeline_project.db.connections import check_pooled_connection
 from pipeline_project.db.routers import pipeline_url_from
+from pipeline_project.environment import env_bool, env_list, env_number, env_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
-
-
-def env_bool(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
-
-
-def env_number(name: str, default: float, cast=float):
-    value = os.environ.get(name)
-    return cast(value) if value not in (None, "") else cast(default)
 
 
 def _persisted_secret_key() -> str:
@@ -46,9 +31,13 @@ def _persisted_secret_key() -> str:
 
 
 DEBUG = env_bool("DEBUG")
-SECRET_KEY = os.environ.get("SECRET_KEY") or _persisted_secret_key()
+SECRET_KEY = env_secret("SECRET_KEY") or _persisted_secret_key()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+# The probe port (WEB_PROBE_BIND, the image's :9000, served beside WEB_BIND): /health, /status and
+# /metrics only, with no token and whatever the Host (web.middleware.ProbeMiddleware). Keep it inside.
+WEB_PROBE_BIND = os.environ.get("WEB_PROBE_BIND", "")
+WEB_PROBE_PORT = WEB_PROBE_BIND.rpartition(":")[2] or None
 
 # Production is HTTPS=1 behind TLS: secure cookies, HSTS, the proxy's scheme header, and plain
 # HTTP redirected, except the endpoints that health checks and scrapers call inside the network.
@@ -98,6 +87,7 @@ MIDDLEWARE = [
     "pipeline_project.web.middleware.RequestIdMiddleware",
     "pipeline_project.web.middleware.SecurityMiddleware",
     "pipeline_project.web.middleware.XFrameOptionsMiddleware",
+    "pipeline_project.web.middleware.ProbeMiddleware",
     "pipeline_project.web.middleware.WhiteNoiseMiddleware",
     "pipeline_project.web.middleware.SessionMiddleware",
     "pipeline_project.web.middleware.CommonMiddleware",
@@ -138,11 +128,11 @@ TEMPLATES = [
 # pipeline_tracking (seed 000 asks for a separate pipeline database).
 
 
-DATABASE_URL = os.environ.get("DATABASE_URL", "")
+DATABASE_URL = env_secret("DATABASE_URL")
 DB_BEHIND_POOLER = env_bool("DB_BEHIND_POOLER")
 # LISTEN needs a session of its own, which a transaction pooler does not keep: the connections
 # that LISTEN (the runtime's, the web server's notification hub) go here, straight to the server.
-DB_LISTEN_URL = os.environ.get("DB_LISTEN_URL", "")
+DB_LISTEN_URL = env_secret("DB_LISTEN_URL")
 if DB_BEHIND_POOLER and not DB_LISTEN_URL:
     raise ImproperlyConfigured(
         "DB_BEHIND_POOLER=1 needs DB_LISTEN_URL: a direct connection to the default database for LISTEN "
@@ -151,8 +141,12 @@ if DB_BEHIND_POOLER and not DB_LISTEN_URL:
 if DATABASE_URL:
     DATABASES = {
         "default": dj_database_url.parse(DATABASE_URL),
-        "pipeline": dj_database_url.parse(os.environ.get("PIPELINE_DATABASE_URL") or pipeline_url_from(DATABASE_URL)),
+        "pipeline": dj_database_url.parse(env_secret("PIPELINE_DATABASE_URL") or pipeline_url_from(DATABASE_URL)),
     }
+    # A URL written without its password takes DATABASE_PASSWORD (or the file DATABASE_PASSWORD_FILE
+    # names: the secret PostgreSQL's own container reads as POSTGRES_PASSWORD_FILE).
+    for _database in DATABASES.values():
+        _database["PASSWORD"] = _database.get("PASSWORD") or env_secret("DATABASE_PASSWORD")
 else:
     from pipeline_project.db import embedded as embedded_postgres
 
@@ -290,6 +284,9 @@ SPECTACULAR_SETTINGS = {
 # --- Jobs (seed 002) ------------------------------------------------------------------
 
 DL_HEARTBEAT_SEC = env_number("DL_HEARTBEAT_SEC", 10)
+# runreaper touches this file after each pass over its tasks; `workerhealth --reaper` reads it.
+REAPER_ALIVE_FILE = Path(os.environ.get("REAPER_ALIVE_FILE", "/tmp/pipeline-reaper.alive"))
+REAPER_ALIVE_WITHIN_SEC = env_number("REAPER_ALIVE_WITHIN_SEC", 300)
 DL_DEFAULT_LEASE_TTL_SEC = env_number("DL_DEFAULT_LEASE_TTL_SEC", 60, int)
 DL_REAPER_PERIOD_SEC = env_number("DL_REAPER_PERIOD_SEC", 10)
 DL_DEAD_WORKER_SEC = env_number("DL_DEAD_WORKER_SEC", 3)  # its LISTEN session closed, not beating: gone
@@ -377,6 +374,10 @@ TASKS = {"default": {"BACKEND": "jobs.tasks_backend.DatabaseBackend", "QUEUES": 
 
 STATUS_SECTIONS = ["jobs.selectors.status_section"]
 METRICS_COLLECTORS = ["jobs.worker.metrics.QueueDepthCollector"]
+# With PROMETHEUS_MULTIPROC_DIR set, a process writes its metrics there from the first one made (at
+# import): a directory not made yet crashed every process but the one that makes it (the web role).
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 
 # --- Logging: one JSON object per line, with the request id, secrets masked ----------
 

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pipeline_project.db.connections import is_transient_error, release_connections
@@ -52,9 +53,13 @@ class PeriodicRunner:
                 self._due_at[task.name] = time.monotonic() + self._run(task)
         return max(0.0, min(self._due_at.values(), default=time.monotonic() + 60) - time.monotonic())
 
-    def run_until(self, stop: threading.Event) -> None:
+    def run_until(self, stop: threading.Event, *, alive_file: Path | None = None) -> None:
+        """Run due tasks until ``stop``; after each pass touch ``alive_file`` (a health check reads it)."""
         while not stop.is_set():
-            stop.wait(self.run_due(stop))
+            wait = self.run_due(stop)
+            if alive_file is not None:
+                alive_file.touch()
+            stop.wait(wait)
 
     def _run(self, task: PeriodicWork) -> float:
         """Run one task if no other process does; return the seconds until it is due again."""

@@ -8,7 +8,6 @@ from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from rest_framework.renderers import JSONRenderer
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pipeline_project.api.errors import error_shape, json_error
@@ -26,23 +25,41 @@ def health(request):
     return JsonResponse({"status": "ok"})
 
 
+def status_answer(request):
+    """Readiness: databases reachable, migrations applied, and what the apps report (503 if not)."""
+    document = selectors.system_status()
+    response = HttpResponse(
+        JSONRenderer().render(document),
+        status=200 if document["status"] == "ok" else 503,
+        content_type=JSONRenderer.media_type,
+    )
+    response._has_been_logged = True  # "not ready" is this page's answer, not the server's error
+    return response
+
+
+def metrics_answer(request):
+    """Prometheus text format."""
+    return HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)
+
+
+# What the probe port serves (settings.WEB_PROBE_PORT), with no token: pipeline_project.web.middleware.
+PROBE_ANSWERS = {"/health": health, "/status": status_answer, "/metrics": metrics_answer}
+
+
 @extend_schema(exclude=True)
 class StatusView(APIView):
-    """Readiness: databases reachable, migrations applied, and what the apps report."""
+    """/status for a token or a staff session (the probe port answers it without)."""
 
     def get(self, request):
-        document = selectors.system_status()
-        response = Response(document, status=200 if document["status"] == "ok" else 503)
-        response._has_been_logged = True  # "not ready" is this page's answer, not the server's error
-        return response
+        return status_answer(request)
 
 
 @extend_schema(exclude=True)
 class MetricsView(APIView):
-    """Prometheus text format."""
+    """/metrics for a token or a staff session (the probe port answers it without)."""
 
     def get(self, request):
-        return HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)
+        return metrics_answer(request)
 
 
 class ErrorsAsJSONMixin:

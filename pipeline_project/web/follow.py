@@ -64,12 +64,13 @@ async def follow(
 
 
 async def _waited(subscription, deadline: float, recheck_sec: float) -> bool:
-    """Wait for a wake-up or ``recheck_sec``; False if there is nothing to wait for, or no time left."""
+    """Wait for a wake-up or ``recheck_sec``; False if there is nothing to wait for, no time left,
+    or the server is stopping (the subscription ``ended``)."""
     left = deadline - time.monotonic()
-    if subscription is None or left <= CLOCK_GRAIN_SEC:
+    if subscription is None or subscription.ended or left <= CLOCK_GRAIN_SEC:
         return False
     await subscription.wait(min(recheck_sec, left))
-    return True
+    return not subscription.ended
 
 
 def follow_blocking(subscription, read: Callable[[dict[str, str]], Read], **options) -> Iterator[Any]:

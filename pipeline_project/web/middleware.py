@@ -27,7 +27,7 @@ from django.utils.functional import SimpleLazyObject, empty
 from whitenoise.middleware import WhiteNoiseMiddleware as BaseWhiteNoiseMiddleware
 
 from pipeline_project.api.errors import error_shape, json_error, status_error
-from pipeline_project.core.views import bad_request
+from pipeline_project.core.views import PROBE_ANSWERS, bad_request, health
 from pipeline_project.db.outages import OUTAGES
 from pipeline_project.logging import request_id_var
 
@@ -102,6 +102,54 @@ class MessageMiddleware(OnLoopMixin, DjangoMessageMiddleware):
         if isinstance(messages, SimpleLazyObject) and messages._wrapped is empty:  # never used
             return response
         return super().process_response(request, response)
+
+
+class ProbeMiddleware:
+    """Probes before anything reads the Host: ``/health`` answers whatever the Host on every port
+    (an orchestrator's httpGet probe sends the pod's address, which no ALLOWED_HOSTS lists). On
+    the probe port (``settings.WEB_PROBE_PORT``) only ``PROBE_ANSWERS`` are served, with no token
+    and whatever the Host; any other path is 404 there. /status and /metrics read the database:
+    in async mode they are answered in a thread, /health on the loop."""
+
+    sync_capable = async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if self.async_mode:
+            return self.__acall__(request)
+        answer = self._answer(request)
+        return answer(request) if answer else self.get_response(request)
+
+    async def __acall__(self, request):
+        answer = self._answer(request)
+        if answer is None:
+            return await self.get_response(request)
+        return answer(request) if answer is health else await sync_to_async(answer)(request)
+
+    @staticmethod
+    def _answer(request):
+        if request.path == "/health":
+            return health
+        if settings.WEB_PROBE_PORT is None or request.META.get("SERVER_PORT") != settings.WEB_PROBE_PORT:
+            return None
+        if request.path not in PROBE_ANSWERS:
+            return _probe_port_not_found
+        return PROBE_ANSWERS[request.path] if request.method in ("GET", "HEAD") else _probe_method_not_allowed
+
+
+def _probe_port_not_found(request):
+    return json_error(request.path, 404, "not_found", f"The probe port serves only {', '.join(PROBE_ANSWERS)}.")
+
+
+def _probe_method_not_allowed(request):
+    response = json_error(request.path, 405, "method_not_allowed", f'Method "{request.method}" not allowed.')
+    response["Allow"] = "GET, HEAD"
+    return response
 
 
 class WhiteNoiseMiddleware(BaseWhiteNoiseMiddleware):

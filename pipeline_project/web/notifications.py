@@ -57,6 +57,11 @@ class Subscription:
     def __init__(self):
         self._event = asyncio.Event()
         self.received: dict[str, str] = {}
+        self.ended = False  # the server is stopping: a follow waits no more (``NotificationHub.end``)
+
+    def end(self) -> None:
+        self.ended = True
+        self._wake()
 
     def wake(self, key: str | None = None, data: str = "") -> None:
         if key is not None:
@@ -190,6 +195,7 @@ class _ChannelListener:
 class NotificationHub:
     def __init__(self):
         self._listeners: dict[str, _ChannelListener] = {}
+        self._ended = False
 
     async def listening(self, channel: str) -> Listening:
         """Listen on ``channel`` now; the position to subscribe ``since`` after writing."""
@@ -202,6 +208,8 @@ class NotificationHub:
         """A :class:`Subscription` to ``keys`` on ``channel``, listening before it is returned, so
         that nothing sent after the caller's next read (or after ``since``) is missed."""
         subscription = Subscription()
+        if self._ended:
+            subscription.end()
         keys = list(keys)
         listener = self.attach(channel, keys, subscription)
         await listener.start()
@@ -234,6 +242,15 @@ class NotificationHub:
                 subscribers.discard(subscription)
                 if not subscribers:
                     del listener.subscribers[key]
+
+    def end(self) -> None:
+        """The server is stopping: every subscription's follow ends after its current read, and
+        so its stream, cleanly (a client following again reaches a server still serving)."""
+        self._ended = True
+        for listener in self._listeners.values():
+            for subscriptions in tuple(listener.subscribers.values()):
+                for subscription in tuple(subscriptions):
+                    subscription.end()
 
     async def close(self) -> None:
         for listener in self._listeners.values():
@@ -275,6 +292,13 @@ async def close_shared_resources() -> None:
     resources = _shared.pop(asyncio.get_running_loop(), None)
     if resources is not None:
         await resources.close()
+
+
+def end_follows() -> None:
+    """End every follow waiting on this loop's shared hub (the web server's shutdown)."""
+    resources = shared_resources()
+    if resources is not None:
+        resources.hub.end()
 
 
 def shared_resources() -> WaitingResources | None:

@@ -1,9 +1,15 @@
 """The web server's gunicorn worker: uvicorn's, accepting on a listening socket of its own."""
 
+import asyncio
 import socket
+import sys
 from contextlib import suppress
 
+from gunicorn.arbiter import Arbiter
+from uvicorn import Server
 from uvicorn_worker import UvicornWorker as BaseUvicornWorker
+
+from pipeline_project.web.notifications import end_follows
 
 
 class UvicornWorker(BaseUvicornWorker):
@@ -21,6 +27,28 @@ class UvicornWorker(BaseUvicornWorker):
     def init_process(self):
         self.sockets = [own_listener(listener, backlog=self.cfg.backlog) for listener in self.sockets]
         super().init_process()
+
+    async def _serve(self) -> None:  # the base's, with a server that ends open streams when stopping
+        self.config.app = self.wsgi
+        server = StreamEndingServer(config=self.config)
+        self._install_sigquit_handler()
+        await server.serve(sockets=self.sockets)
+        if not server.started:
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)
+
+
+class StreamEndingServer(Server):
+    """On SIGTERM uvicorn stops accepting, then waits for open responses to end: an event stream
+    follows for as long as its client likes, so a stop waited the whole graceful timeout and then
+    cut it (a container runtime's default stop timeout, 10 s, is gunicorn's: exit 137). Once
+    nothing new is accepted, every follow here ends after its current read, and its stream with
+    it, cleanly: the client follows again from its last event id, on a server still serving."""
+
+    async def shutdown(self, sockets=None) -> None:
+        shutting_down = asyncio.ensure_future(super().shutdown(sockets))
+        await asyncio.sleep(0)  # the listeners are closed in its first step
+        end_follows()
+        await shutting_down
 
 
 def own_listener(shared, *, backlog: int):

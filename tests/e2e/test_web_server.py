@@ -7,6 +7,7 @@ import http.client
 import itertools
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -124,6 +125,34 @@ def test_a_second_server_on_a_taken_port_refuses_to_start():
 
     assert second.returncode != 0
     assert f"Cannot listen on 127.0.0.1:{port}: Address already in use" in second.stderr
+
+
+def test_sigterm_ends_open_event_streams_cleanly_and_the_server_exits_0_at_once():
+    """A stream follows for as long as its client likes: the stop waited gunicorn's whole graceful
+    timeout for it, then cut it, beyond a container runtime's default stop timeout (exit 137)."""
+    token = every_scope_token("stopping")
+    job_id = enqueue(task="never.runs").job_id  # no worker: its stream stays open
+    request = f"GET /api/v1/jobs/{job_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
+    with web_server(workers=2) as (port, server):
+
+        async def open_stream():
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(request.encode())
+            await reader.readuntil(b'"queued"')
+            return reader, writer  # the writer kept: a collected one closes the connection
+
+        async def stop_and_read_to_the_end():
+            streams = await asyncio.gather(*(open_stream() for _ in range(4)))
+            started = time.monotonic()
+            server.send_signal(signal.SIGTERM)
+            endings = await asyncio.wait_for(asyncio.gather(*(reader.read() for reader, _ in streams)), 10)
+            return endings, time.monotonic() - started
+
+        endings, took = asyncio.run(stop_and_read_to_the_end())
+        code = server.wait(timeout=10)
+
+    assert code == 0 and took < 3, (code, took)
+    assert all(ending.endswith(b"0\r\n\r\n") for ending in endings), endings  # the chunked end: not cut
 
 
 def test_sixty_waiting_process_calls_hold_no_thread_and_no_connection_each(tmp_path):

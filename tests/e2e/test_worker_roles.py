@@ -5,6 +5,7 @@ a deleted prepare job's directory is swept."""
 
 import os
 import socket
+import time
 import uuid
 from contextlib import ExitStack
 from datetime import timedelta
@@ -47,8 +48,9 @@ def topology_env(settings):
         servers_stop()
 
 
-def test_workers_without_reaper_and_one_reaper_run_every_apps_periodic_tasks(topology_env, settings):
+def test_workers_without_reaper_and_one_reaper_run_every_apps_periodic_tasks(topology_env, settings, tmp_path):
     run = _ingestion_run_with_a_job()
+    alive = tmp_path / "reaper.alive"  # what `workerhealth --reaper` reads
     zombie = plant_running_task("nowhere.gone", deadline_in_sec=-5)
     expired = _expired_lease(queue="served.nowhere")
     orphan = settings.SQLRS_STATE_STORE / "jobs" / uuid.uuid4().hex  # a deleted prepare job's directory
@@ -61,7 +63,7 @@ def test_workers_without_reaper_and_one_reaper_run_every_apps_periodic_tasks(top
         running.enter_context(runworker("--no-reaper", "--queue", "default:2", env=topology_env))
         engine = manage("runworker", "--no-reaper", "--queue", "sqlrs:1", env=topology_env)
         running.callback(stop, engine)
-        reaper = manage("runreaper", env=topology_env)
+        reaper = manage("runreaper", env={**topology_env, "REAPER_ALIVE_FILE": str(alive)})
         running.callback(stop, reaper)
         wait_for(lambda: IngestionRun.objects.get(id=run.id).status == "completed", timeout=60, what="settling")
         wait_for(lambda: Process.objects.get(pk=zombie.process_id).status == "error", timeout=30, what="zombies")
@@ -73,6 +75,7 @@ def test_workers_without_reaper_and_one_reaper_run_every_apps_periodic_tasks(top
             what="a row for every periodic task",
         )
         assert engine.poll() is None and reaper.poll() is None
+        assert time.time() - alive.stat().st_mtime < 60  # touched after each pass over its tasks
     assert (engine.returncode, reaper.returncode) == (0, 0)
 
     runners = dict(PeriodicTask.objects.values_list("name", "last_runner"))

@@ -3,11 +3,12 @@
 import asyncio
 import threading
 import time
+from unittest import mock
 
 import pytest
 
 from pipeline_project.web.follow import CLOCK_GRAIN_SEC, NOTHING_YET, Read, follow, follow_blocking
-from pipeline_project.web.notifications import BlockingSubscription, Subscription
+from pipeline_project.web.notifications import BlockingSubscription, NotificationHub, Subscription, _ChannelListener
 
 
 class Script:
@@ -98,6 +99,7 @@ class Suspending:
     """A subscription whose wait gives the event loop a turn: a thread has no loop to give it to."""
 
     received: dict = {}
+    ended = False
 
     async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 - Subscription.wait's signature
         await asyncio.sleep(0)
@@ -107,3 +109,32 @@ class Suspending:
 def test_a_blocking_follow_refuses_a_subscription_that_would_suspend():
     with pytest.raises(RuntimeError, match="needs a BlockingSubscription"):
         list(follow_blocking(Suspending(), Script(), deadline=time.monotonic() + 1, recheck_sec=0.1))
+
+
+def test_a_follow_ends_after_its_read_when_the_hub_ends_it_as_the_server_stops():
+    async def run():
+        hub = NotificationHub()
+        subscription = Subscription()
+        hub.attach("channel", ["k"], subscription)
+        script = Script(Read([1]))
+        asyncio.get_running_loop().call_later(0.05, hub.end)
+        started = time.monotonic()
+        items = [item async for item in follow(subscription, script.async_read, deadline=started + 30, recheck_sec=10)]
+        return items, time.monotonic() - started, script.calls
+
+    items, took, reads = asyncio.run(run())
+
+    assert items == [1] and took < 1  # not the 10 s recheck nor the 30 s deadline
+    assert reads == 1  # ended, not woken to read again
+
+
+def test_a_subscription_made_after_the_hub_ended_waits_for_nothing():
+    hub = NotificationHub()
+    hub.end()
+
+    async def run():
+        async with hub.subscribe("channel", ["k"]) as subscription:
+            return subscription.ended
+
+    with mock.patch.object(_ChannelListener, "start", new=mock.AsyncMock()):
+        assert asyncio.run(run())

@@ -129,3 +129,39 @@ def test_the_wsgi_app_answers_a_huge_declared_length_without_reading_the_body(se
     assert not missing_security_headers(headers)
     assert error_problem("/api/v1/jobs/trigger", 413, headers["Content-Type"], body) is None
     assert json.loads(body)["details"] == {"max_bytes": settings.MAX_REQUEST_BODY_BYTES, "content_length": 10**12}
+
+
+@pytest.mark.parametrize("host", ["10.42.0.17:8000", "10.42.0.17", "[fd00::5]:8000"])
+def test_health_answers_whatever_the_host_a_probe_sends(anonymous, host):
+    response = anonymous.get("/health", HTTP_HOST=host)
+
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+    assert not missing_security_headers(response.headers)
+
+
+@ALL_DATABASES
+@pytest.mark.parametrize("path", ["/status", "/metrics"])
+def test_the_probe_port_answers_status_and_metrics_with_no_token_and_any_host(anonymous, settings, path):
+    settings.WEB_PROBE_PORT = "9000"
+
+    on_probe_port = anonymous.get(path, SERVER_PORT="9000", HTTP_HOST="10.42.0.17:9000")
+    on_users_port = anonymous.get(path, SERVER_PORT="8000")
+
+    assert on_probe_port.status_code == 200, on_probe_port.content
+    assert on_users_port.status_code == 401  # the users' port still asks for a token
+
+
+def test_the_probe_port_serves_nothing_else_and_only_reads(anonymous, settings):
+    settings.WEB_PROBE_PORT = "9000"
+
+    other = anonymous.get("/admin/", SERVER_PORT="9000", HTTP_HOST="10.42.0.17:9000")
+    write = anonymous.post("/status", SERVER_PORT="9000", HTTP_HOST="10.42.0.17:9000")
+
+    assert other.status_code == 404 and other.json()["code"] == "not_found"
+    assert write.status_code == 405 and write["Allow"] == "GET, HEAD"
+
+
+def test_without_a_probe_port_no_port_skips_the_token(anonymous, settings):
+    settings.WEB_PROBE_PORT = None
+
+    assert anonymous.get("/status", SERVER_PORT="9000").status_code == 401

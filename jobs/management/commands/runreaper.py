@@ -1,6 +1,7 @@
 import threading
 import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from jobs.runtime.build import build_reaper
@@ -30,4 +31,4 @@ class Command(BaseCommand):
             return time.monotonic() + config.shutdown_timeout_sec
 
         with stopping_on_signals(request_stop):
-            runner.run_until(stop)
+            runner.run_until(stop, alive_file=settings.REAPER_ALIVE_FILE)

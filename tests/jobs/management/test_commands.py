@@ -62,6 +62,22 @@ def test_queues_refuses_a_bad_name():
         run("queues", "pause", "not a queue")
 
 
+def test_workerhealth_for_the_reaper_reads_when_it_last_passed_over_its_tasks(settings, tmp_path):
+    import os
+    import time
+
+    settings.REAPER_ALIVE_FILE = tmp_path / "reaper.alive"
+    with pytest.raises(CommandError, match="no runreaper has run here"):
+        run("workerhealth", "--reaper")
+    settings.REAPER_ALIVE_FILE.touch()
+    assert "runreaper passed over its tasks 0 s ago" in run("workerhealth", "--reaper")
+
+    stale = time.time() - settings.REAPER_ALIVE_WITHIN_SEC - 5
+    os.utime(settings.REAPER_ALIVE_FILE, (stale, stale))
+    with pytest.raises(CommandError, match="last pass was"):
+        run("workerhealth", "--reaper")
+
+
 def test_workerhealth_answers_for_this_hosts_worker(settings):
     import socket
     import uuid
