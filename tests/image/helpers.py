@@ -77,6 +77,7 @@ def fresh_databases():
 @dataclass
 class Container:
     name: str
+    volume: str | None = None  # the named volume at /app/var, removed with the container
 
     def logs(self) -> str:
         result = podman("logs", self.name, check=False)
@@ -107,11 +108,12 @@ class Container:
 
     def remove(self) -> None:
         podman("rm", "--force", "--time", "0", self.name, check=False)
+        if self.volume:
+            podman("volume", "rm", "--force", self.volume, check=False)
 
 
-def run_args(role_args: list[str], *, env: dict, name: str, image: str, user: str | None, volume: str | None) -> list:
-    args = ["--name", name, "--network", "host", *SECURE]
-    args += ["--volume", f"{volume or name + '-var'}:/app/var"]
+def run_args(role_args: list[str], *, env: dict, name: str, image: str, user: str | None, volume: str) -> list:
+    args = ["--name", name, "--network", "host", *SECURE, "--volume", f"{volume}:/app/var"]
     if user:
         args += ["--user", user]
     for key, value in env.items():
@@ -122,14 +124,15 @@ def run_args(role_args: list[str], *, env: dict, name: str, image: str, user: st
 def start(role_args: list[str], *, env: dict, image: str = IMAGE, user: str | None = None, volume: str | None = None):
     """A detached container of the image running ``role_args``."""
     name = f"pc-{role_args[0]}-{uuid.uuid4().hex[:8]}"
+    volume = volume or f"{name}-var"
     podman("run", "--detach", *run_args(role_args, env=env, name=name, image=image, user=user, volume=volume))
-    return Container(name)
+    return Container(name, volume)
 
 
 def run(role_args: list[str], *, env: dict, image: str = IMAGE, timeout: float = 180, user: str | None = None):
     """Run ``role_args`` in a container to its end: (exit code, its output)."""
     name = f"pc-{role_args[0]}-{uuid.uuid4().hex[:8]}"
-    args = run_args(role_args, env=env, name=name, image=image, user=user, volume=None)
+    args = run_args(role_args, env=env, name=name, image=image, user=user, volume=f"{name}-var")
     try:
         result = podman("run", "--attach", "stdout", "--attach", "stderr", *args, timeout=timeout, check=False)
         return result.returncode, result.stdout + "\n".join(
@@ -138,7 +141,8 @@ def run(role_args: list[str], *, env: dict, image: str = IMAGE, timeout: float =
             if "systemd" not in line  # podman's, not the container's
         )
     finally:
-        podman("rm", "--force", "--volumes", name, check=False)
+        podman("rm", "--force", name, check=False)
+        podman("volume", "rm", "--force", f"{name}-var", check=False)
 
 
 def http(url: str, *, method: str = "GET", headers: dict | None = None, body: dict | None = None, timeout: float = 10):

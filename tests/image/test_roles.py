@@ -92,7 +92,6 @@ def deployment():
         finally:
             for container in deployed.containers:
                 container.remove()
-            podman("volume", "prune", "--force", check=False)
 
 
 def test_two_migrations_at_once_on_a_fresh_database_both_succeed(deployment):
