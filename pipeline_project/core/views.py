@@ -1,5 +1,7 @@
 """Service endpoints outside the versioned API: /health, /status, /metrics, error views."""
 
+import functools
+
 from django.http import HttpResponse, JsonResponse
 from django.urls import Resolver404
 from django.views import csrf, defaults
@@ -15,16 +17,28 @@ from pipeline_project.core import selectors
 from pipeline_project.core.metrics import metrics_registry
 
 
-@csrf_exempt  # a POST gets the 405 below, not a CSRF page
+def reads_only(answer):
+    """``answer`` for GET and HEAD; any other method gets 405 in the path's error shape."""
+
+    @functools.wraps(answer)
+    def read(request):
+        if request.method not in ("GET", "HEAD"):
+            response = json_error(request.path, 405, "method_not_allowed", f'Method "{request.method}" not allowed.')
+            response["Allow"] = "GET, HEAD"
+            return response
+        return answer(request)
+
+    return read
+
+
+@csrf_exempt  # a POST gets reads_only's 405, not a CSRF page
+@reads_only
 def health(request):
     """Liveness: answers without touching the database."""
-    if request.method not in ("GET", "HEAD"):
-        response = json_error(request.path, 405, "method_not_allowed", f'Method "{request.method}" not allowed.')
-        response["Allow"] = "GET, HEAD"
-        return response
     return JsonResponse({"status": "ok"})
 
 
+@reads_only
 def status_answer(request):
     """Readiness: databases reachable, migrations applied, and what the apps report (503 if not)."""
     document = selectors.system_status()
@@ -37,6 +51,7 @@ def status_answer(request):
     return response
 
 
+@reads_only
 def metrics_answer(request):
     """Prometheus text format."""
     return HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)

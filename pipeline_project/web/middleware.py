@@ -137,19 +137,11 @@ class ProbeMiddleware:
             return health
         if settings.WEB_PROBE_PORT is None or request.META.get("SERVER_PORT") != settings.WEB_PROBE_PORT:
             return None
-        if request.path not in PROBE_ANSWERS:
-            return _probe_port_not_found
-        return PROBE_ANSWERS[request.path] if request.method in ("GET", "HEAD") else _probe_method_not_allowed
+        return PROBE_ANSWERS.get(request.path, _probe_port_not_found)  # each answers GET and HEAD only
 
 
 def _probe_port_not_found(request):
     return json_error(request.path, 404, "not_found", f"The probe port serves only {', '.join(PROBE_ANSWERS)}.")
-
-
-def _probe_method_not_allowed(request):
-    response = json_error(request.path, 405, "method_not_allowed", f'Method "{request.method}" not allowed.')
-    response["Allow"] = "GET, HEAD"
-    return response
 
 
 class WhiteNoiseMiddleware(BaseWhiteNoiseMiddleware):

@@ -41,12 +41,6 @@ def podman(*args: str, timeout: float = 120, check: bool = True) -> subprocess.C
     return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout, check=check)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @dataclass
 class Databases:
     control: str
@@ -162,16 +156,6 @@ def http(url: str, *, method: str = "GET", headers: dict | None = None, body: di
         return status, json.loads(text)
     except ValueError:
         return status, text
-
-
-def wait_until(predicate, *, timeout: float, message: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, message
-        time.sleep(interval)
 
 
 def answers(port: int) -> bool:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.image.helpers import ENGINE_IMAGE, IMAGE, ROOT, Container, answers, fresh_databases, http, podman, wait_until
+from tests.helpers import wait_for
+from tests.image.helpers import ENGINE_IMAGE, IMAGE, ROOT, Container, answers, fresh_databases, http, podman
 
 pytestmark = [pytest.mark.image, pytest.mark.slow]
 
@@ -68,14 +69,14 @@ def played():
 
 
 def test_the_migration_job_runs_before_the_rollout_and_every_role_comes_up_healthy(played):
-    wait_until(lambda: http(f"http://127.0.0.1:{PROBE_PORT}/status")[0] == 200, timeout=90, message="web not ready")
-    wait_until(lambda: http(f"http://127.0.0.1:{ENGINE_WEB_PORT}/health")[0] == 200, timeout=90, message="engine-web")
+    wait_for(lambda: http(f"http://127.0.0.1:{PROBE_PORT}/status")[0] == 200, timeout=90, what="web not ready")
+    wait_for(lambda: http(f"http://127.0.0.1:{ENGINE_WEB_PORT}/health")[0] == 200, timeout=90, what="engine-web")
     for suffix in ("-web", "-worker", "-reaper", "-engine", "-engine-web"):
         container = container_named(suffix)
-        wait_until(
+        wait_for(
             lambda container=container: podman("healthcheck", "run", container.name, check=False).returncode == 0,
             timeout=90,
-            message=f"{container.name} never became healthy:\n{container.logs()[-2000:]}",
+            what=f"{container.name} to become healthy",
         )
         users = podman("top", container.name, "huser").stdout.split()[1:]
         assert users and "0" not in users and "root" not in users, (container.name, users)
@@ -83,7 +84,7 @@ def test_the_migration_job_runs_before_the_rollout_and_every_role_comes_up_healt
 
 def test_a_job_triggered_through_the_api_is_run_by_the_played_worker(played):
     web = container_named("-web")
-    wait_until(lambda: http(f"http://127.0.0.1:{WEB_PORT}/health")[0] == 200, timeout=90, message="web not up")
+    wait_for(lambda: http(f"http://127.0.0.1:{WEB_PORT}/health")[0] == 200, timeout=90, what="web not up")
     token = web.exec("python", "manage.py", "apitoken", "create", "kube-play").stdout.split()[-1]
 
     status, body = http(

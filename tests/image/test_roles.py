@@ -10,16 +10,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests.helpers import free_port, wait_for
 from tests.image.helpers import (
     ENGINE_IMAGE,
     IMAGE,
-    free_port,
     fresh_databases,
     http,
     podman,
     run,
     start,
-    wait_until,
 )
 
 pytestmark = [pytest.mark.image, pytest.mark.slow]
@@ -79,14 +78,14 @@ def deployment():
                 ["worker", "--no-reaper"], env={"WORKERS_JSON": '[{"queue": "default", "concurrency": 4}]'}
             )
             deployed.reaper = deployed.start(["reaper"])
-            wait_until(
+            wait_for(
                 lambda: (
                     http(deployed.url("/health"))[0] == 200
                     if deployed.web.running
                     else pytest.fail(deployed.web.logs())
                 ),
                 timeout=60,
-                message="web did not answer /health",
+                what="web did not answer /health",
             )
             yield deployed
         finally:
@@ -117,16 +116,14 @@ def test_web_answers_probes_whatever_the_host_and_the_probe_port_needs_no_token(
 def test_a_job_triggered_through_the_api_is_run_by_the_worker_container(deployment):
     job_id = deployment.trigger(deployment.token, queue="default", task="jobs.noop")
 
-    wait_until(
-        lambda: deployment.job_status(job_id) == "succeeded", timeout=30, message="the worker did not run the job"
-    )
+    wait_for(lambda: deployment.job_status(job_id) == "succeeded", timeout=30, what="the worker did not run the job")
 
 
 def test_every_role_stays_up_and_passes_the_images_health_check(deployment):
-    wait_until(
+    wait_for(
         lambda: deployment.databases.query("SELECT count(*) FROM dl_workers")[0][0] >= 1,
         timeout=30,
-        message="the worker never registered",
+        what="the worker never registered",
     )
     time.sleep(2)  # the reaper's first pass
     for container in (deployment.web, deployment.worker, deployment.reaper):
@@ -162,7 +159,7 @@ def test_no_metrics_files_pile_up(deployment):
     )
     workers = {pid for pid, ppid, _ in _processes(deployment.web) if ppid == master}
     job_id = deployment.trigger(deployment.token, queue="nobody-serves-this", task="jobs.noop")
-    wait_until(  # an event stream keeps a live gauge: read some until every web worker has one
+    wait_for(  # an event stream keeps a live gauge: read some until every web worker has one
         lambda: (
             http(
                 deployment.url(f"/api/v1/jobs/{job_id}/events?follow=false"),
@@ -172,17 +169,17 @@ def test_no_metrics_files_pile_up(deployment):
         ),
         timeout=30,
         interval=0.05,
-        message="no live gauge in every web worker",
+        what="no live gauge in every web worker",
     )
     victim = min(workers)
     deployment.web.exec("sh", "-c", f"kill -KILL {victim}")
-    wait_until(
+    wait_for(
         lambda: (
             len({pid for pid, ppid, _ in _processes(deployment.web) if ppid == master} - {victim}) == len(workers)
             and http(deployment.url("/health"))[0] == 200
         ),
         timeout=30,
-        message="gunicorn did not replace its worker",
+        what="gunicorn did not replace its worker",
     )
     assert f"gauge_livesum_{victim}.db" not in _metrics_files(deployment.web)
     assert f"histogram_{victim}.db" in _metrics_files(deployment.web)  # its counts stay in the sums
@@ -211,7 +208,7 @@ def test_an_arbitrary_uid_of_group_0_runs_a_worker_and_writes_documents(deployme
     )
     assert worker.exec("touch", "/app/var/ingestion/written-by-123456").returncode == 0
     job_id = deployment.trigger(deployment.token, queue="arbitrary", task="jobs.noop")
-    wait_until(lambda: deployment.job_status(job_id) == "succeeded", timeout=30, message="the worker did not run")
+    wait_for(lambda: deployment.job_status(job_id) == "succeeded", timeout=30, what="the worker did not run")
     assert podman("top", worker.name, "huser").stdout.split()[1:] == ["123456", "123456"]
 
 
@@ -256,10 +253,10 @@ def test_the_engine_image_adds_only_the_postgresql_server_and_serves_the_sqlrs_q
         image=ENGINE_IMAGE,
         volume=f"pc-state-store-{uuid.uuid4().hex[:6]}",
     )
-    wait_until(
+    wait_for(
         lambda: podman("healthcheck", "run", engine.name, check=False).returncode == 0,
         timeout=60,
-        message=f"the engine worker never became healthy:\n{engine.logs()[-2000:]}",
+        what="the engine worker to become healthy",
     )
     code, took = engine.stop(timeout=STOP_TIMEOUT_SEC)
     assert code == 0 and took < STOP_TIMEOUT_SEC, (code, took, engine.logs()[-2000:])
@@ -270,7 +267,7 @@ def test_the_engine_image_adds_only_the_postgresql_server_and_serves_the_sqlrs_q
 
 def test_sigterm_lets_the_worker_finish_its_running_job_and_exit_0(deployment):
     job_id = deployment.trigger(deployment.token, queue="default", task="jobs.sleep", args={"seconds": 2})
-    wait_until(lambda: deployment.job_status(job_id) == "running", timeout=20, message="the job never started")
+    wait_for(lambda: deployment.job_status(job_id) == "running", timeout=20, what="the job never started")
 
     code, took = deployment.worker.stop(timeout=STOP_TIMEOUT_SEC)
 
@@ -302,7 +299,7 @@ def test_sigterm_ends_web_with_an_open_event_stream_within_the_timeout_with_exit
 
     follower = threading.Thread(target=follow)
     follower.start()
-    wait_until(lambda: "first" in stream, timeout=10, message="the stream did not start")
+    wait_for(lambda: "first" in stream, timeout=10, what="the stream did not start")
 
     code, took = deployment.web.stop(timeout=STOP_TIMEOUT_SEC)
     follower.join(10)
