@@ -74,8 +74,9 @@ def test_a_job_deleted_between_its_row_and_its_tasks_is_answered_whole(api_token
 
 def test_a_job_and_its_tasks_are_read_as_of_one_moment_while_a_writer_flips_them(api_token):
     """A writer flips a job between queued and running and, in the same transaction, its step's
-    ``cached`` with it; every answer shows the two from the same moment."""
-    job = a_job()
+    ``cached`` with it; every answer shows the two from the same moment. The job starts queued and
+    not cached, a pair the writer also writes, so a read before its first commit is not mixed."""
+    job = a_job(JobStatus.QUEUED)
     stop = threading.Event()
 
     def write_or_read(index: int):
