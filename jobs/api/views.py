@@ -79,6 +79,7 @@ class JobStatusView(JobView):
 
 class JobCancelView(JobView):
     operator_action = "job.cancel"
+    seed_call = True  # seed 002's cancel
     post_permission = "change"
 
     @extend_schema(

@@ -81,7 +81,7 @@ def api_exception_handler(exc, context):
     else:
         codes = exc.get_codes()
         code = codes if isinstance(codes, str) else exc.default_code
-        details = {"wait_seconds": exc.wait} if isinstance(exc, exceptions.Throttled) else {}
+        details = {"wait_seconds": exc.wait} if isinstance(exc, exceptions.Throttled) else getattr(exc, "details", {})
         response.data = error_body(code, str(exc.detail), details)
     return response
 

@@ -8,14 +8,37 @@ READS = frozenset({"GET", "HEAD", "OPTIONS"})
 WRITE_ACTIONS = {"POST": "add", "PUT": "change", "PATCH": "change", "DELETE": "delete"}
 
 
+def only_reads(request, view) -> bool:
+    """A read, or a POST that only reads (its view declares ``post_permission = "view"``)."""
+    return request.method in READS or getattr(view, f"{request.method.lower()}_permission", None) == "view"
+
+
+def operator_action(request, view) -> str | None:
+    """The operator's action a request makes (``audit.actions``): its view's ``operator_action``,
+    for its writes."""
+    return None if only_reads(request, view) else getattr(view, "operator_action", None)
+
+
 def scope_needed(request, view) -> str:
-    """The token scope a request needs: ``read`` for a read (or a POST that only reads, declared
-    ``post_permission = "view"``), ``operate`` for an operator's action (a view that declares
-    its ``operator_action``, for its writes), ``write`` for any other write."""
-    method = request.method.lower()
-    if request.method in READS or getattr(view, f"{method}_permission", None) == "view":
+    """The token scope a request needs: ``read`` for a read, ``operate`` for an operator's action,
+    ``write`` for any other write.
+
+    A call of the seeds' contracts (cancel a job, repair a process) is a daemon's as much as an
+    operator's: its view declares ``seed_call = True``, and a token of the default scopes
+    (``write``) may make it; a staff session still needs the action's permission."""
+    if only_reads(request, view):
         return "read"
-    return "operate" if getattr(view, "operator_action", None) else "write"
+    if operator_action(request, view) and not getattr(view, "seed_call", False):
+        return "operate"
+    return "write"
+
+
+class ScopeMissing(PermissionDenied):
+    """A 403 whose error body's ``details`` name the scope needed and the token's."""
+
+    def __init__(self, message: str, *, details: dict):
+        super().__init__(message)
+        self.details = details
 
 
 class IsDaemonOrPermittedStaff(BasePermission):
@@ -37,15 +60,16 @@ class IsDaemonOrPermittedStaff(BasePermission):
             scope = scope_needed(request, view)
             if not request.auth.allows(scope):
                 held = ", ".join(request.auth.scopes)
-                raise PermissionDenied(
-                    f"This token's scopes ({held}) do not include {scope}, which this request needs."
+                raise ScopeMissing(
+                    f"This token's scopes ({held}) do not include {scope}, which this request needs.",
+                    details={"scope_needed": scope, "token_scopes": list(request.auth.scopes)},
                 )
             return True
         user = request.user
         if not (user and user.is_authenticated and user.is_staff):
             return False
-        if scope_needed(request, view) == "operate":
-            return may(user, view.operator_action)
+        if action := operator_action(request, view):
+            return may(user, action)
         model = getattr(view, "permission_model", None)
         if model is None:
             return True

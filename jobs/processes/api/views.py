@@ -137,6 +137,7 @@ class ProcessCallView(ProcessTaskView):
 
 class ProcessRepairView(ProcessTaskView):
     operator_action = "process.repair"
+    seed_call = True  # seed 001's client API
     task_type = "repair"
 
     def prepare(self, namespace, process_id, task_request):
@@ -154,6 +155,7 @@ class ProcessRepairView(ProcessTaskView):
 
 class ProcessSimpleRepairView(ProcessApiView):
     operator_action = "process.simple_repair"
+    seed_call = True  # seed 001's client API
     post_permission = "change"
 
     @extend_schema(

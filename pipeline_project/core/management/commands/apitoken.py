@@ -18,7 +18,7 @@ class Command(BaseCommand):
             choices=SCOPES,
             dest="scopes",
             help="What it may do, once per scope (default: API_TOKEN_DEFAULT_SCOPES, read and write): "
-            "read (GET), write (what daemons do), operate (retry, cancel, delete, pause, limits, repairs).",
+            "read (GET), write (what daemons do: every seed call), operate (by filter, delete, pause, limits).",
         )
         sub.add_parser("list", help="List tokens (never their keys).")
         revoke = sub.add_parser("revoke", help="Revoke a token by id.")

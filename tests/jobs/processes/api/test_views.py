@@ -322,3 +322,21 @@ def test_the_trace_masks_secret_task_args_unless_the_caller_may_view_arguments(a
     masked, shown = [{"events": ["a"], "conn": {"access-key": MASK}}], [{"events": ["a"], "conn": {"access-key": "k1"}}]
     assert traced(scoped_client("read")) == traced(staff_client("processes.view_process")) == masked
     assert traced(api) == traced(staff_client("processes.view_process", "jobs.view_job_arguments")) == shown
+
+
+def test_a_daemon_token_of_the_default_scopes_repairs_a_process_in_error():
+    """repair and simple_repair are seed 001's client API: a token made with the default scopes
+    (read, write) makes them, as it makes init and call."""
+    daemon = scoped_client("read", "write")
+    repaired, simply_repaired = new_id(), new_id()
+    with serving():
+        for pid in (repaired, simply_repaired):
+            assert daemon.post(f"{BASE}/{pid}/init", {}, format="json").status_code == 200
+            assert daemon.post(f"{BASE}/{pid}/call", {"args": {"error": "boom"}}, format="json").status_code == 422
+        repair = daemon.post(f"{BASE}/{repaired}/repair", {}, format="json")
+    simple = daemon.post(f"{BASE}/{simply_repaired}/simple_repair", {"context": {}}, format="json")
+
+    assert (repair.status_code, repair.json()) == (200, {"response": {"repaired": True}})
+    assert (simple.status_code, simple.json()) == (200, {"response": "ok"})
+    statuses = dict(Process.objects.filter(process_id__in=[repaired, simply_repaired]).values_list("process_id", "status"))
+    assert statuses == {repaired: "running", simply_repaired: "running"}
