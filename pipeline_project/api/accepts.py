@@ -88,6 +88,10 @@ class DeclaredRequestMixin:
             if handler is not None and not hasattr(handler, "accepts"):
                 raise TypeError(f"{cls.__name__}.{name} does not declare its request (@accepts)")
 
+    def _allowed_methods(self):
+        # OPTIONS answers 405 (no DRF self-description: the schema is it), so Allow does not list it.
+        return [method for method in super()._allowed_methods() if method != "OPTIONS"]
+
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
         method = request.method.lower()

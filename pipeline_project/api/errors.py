@@ -13,12 +13,13 @@ from http import HTTPStatus
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DatabaseError
-from django.http import Http404, JsonResponse
+from django.http import Http404
 from django.utils.module_loading import import_string
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from pipeline_project.api.rendering import JSONAnswer
 from pipeline_project.db.connections import is_transient_error
 from pipeline_project.db.outages import OUTAGES
 
@@ -86,10 +87,10 @@ def api_exception_handler(exc, context):
     return response
 
 
-def json_error(path: str, status_code: int, code: str, message: str, details: dict | None = None) -> JsonResponse:
+def json_error(path: str, status_code: int, code: str, message: str, details: dict | None = None) -> JSONAnswer:
     """An error answer in the shape of ``path``'s errors (the project's where no shape is named)."""
     build = error_shape(path) or error_body
-    return JsonResponse(build(code, message, details), status=status_code)
+    return JSONAnswer(build(code, message, details), status=status_code)
 
 
 def error_shape(path: str) -> Callable[..., dict] | None:
@@ -119,7 +120,7 @@ STATUS_CODES = {
 }
 
 
-def status_error(path: str, status_code: int, *, method: str = "") -> JsonResponse:
+def status_error(path: str, status_code: int, *, method: str = "") -> JSONAnswer:
     """A JSON error for a status some part of the stack answered without a JSON body."""
     try:
         phrase = HTTPStatus(status_code).phrase

@@ -2,7 +2,7 @@
 
 import functools
 
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 from django.urls import Resolver404
 from django.views import csrf, defaults
 from django.views.decorators.csrf import csrf_exempt
@@ -13,6 +13,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from pipeline_project.api.errors import error_shape, json_error
+from pipeline_project.api.rendering import JSONAnswer
 from pipeline_project.core import selectors
 from pipeline_project.core.metrics import metrics_registry
 
@@ -35,7 +36,7 @@ def reads_only(answer):
 @reads_only
 def health(request):
     """Liveness: answers without touching the database."""
-    return JsonResponse({"status": "ok"})
+    return JSONAnswer({"status": "ok"})
 
 
 @reads_only

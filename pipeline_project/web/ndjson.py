@@ -8,7 +8,6 @@ It ends when the stream's read says it is done, after ``DL_EVENTS_MAX_FOLLOW_SEC
 resumes from where it got to), or when the client goes away (Django cancels it).
 """
 
-import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -18,6 +17,7 @@ from django.conf import settings
 from django.http import StreamingHttpResponse
 from prometheus_client import Gauge
 
+from pipeline_project.api.rendering import json_text
 from pipeline_project.web.follow import Read, follow
 from pipeline_project.web.notifications import waiting_resources
 
@@ -62,6 +62,6 @@ async def _followed(read_of: ReadOf, *, stream: str, channel: str, key: str | No
             )
             stack.push_async_callback(items.aclose)
             async for item in items:
-                yield json.dumps(item) + "\n"
+                yield json_text(item) + "\n"
     finally:
         open_streams.dec()

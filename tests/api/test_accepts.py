@@ -182,3 +182,15 @@ def test_every_api_view_in_the_urlconf_declares_each_handlers_request():
     assert {view for _route, view in routes} >= set(NOT_DECLARING)
     assert not undeclared, undeclared
     assert not unguarded, unguarded
+
+
+@pytest.mark.parametrize("view", [EchoView, AsyncEchoView])
+def test_allow_lists_the_methods_that_answer_and_options_is_not_one(view):
+    """OPTIONS answers 405 (the schema describes the API); the Allow header says so."""
+    handler = view.as_view()
+
+    refused = handler(factory.options("/echo"))
+    refused = async_to_sync(awaited)(refused) if iscoroutine(refused) else refused
+
+    expected = "GET, POST, DELETE, HEAD" if view is EchoView else "GET, HEAD"
+    assert (refused.status_code, refused["Allow"]) == (405, expected)

@@ -3,12 +3,12 @@ as text. The project's error handler builds the body; this one only reshapes it.
 
 import json
 
-from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.settings import api_settings
 
 from jobs.dbstates import services
 from pipeline_project.api.errors import api_exception_handler
+from pipeline_project.api.rendering import JSONAnswer
 
 # sqlrs's codes for DRF's own errors.
 CODES = {
@@ -28,9 +28,9 @@ def sqlrs_error(code: str, message: str, details=None) -> dict:
     return services.error_of(CODES.get(code, code), message, text or "")
 
 
-def sqlrs_error_response(status: int, code: str, message: str, *, headers: dict | None = None) -> JsonResponse:
+def sqlrs_error_response(status: int, code: str, message: str, *, headers: dict | None = None) -> JSONAnswer:
     """A sqlrs error answered outside a view's exception handler (no route; a stream's range)."""
-    return JsonResponse(sqlrs_error(code, message), status=status, headers=headers)
+    return JSONAnswer(sqlrs_error(code, message), status=status, headers=headers)
 
 
 def _problems(details, where: str = ""):

@@ -7,7 +7,6 @@ one was lost: ``pipeline_project.web.ndjson``), and closes once the job's termin
 been sent.
 """
 
-import json
 import logging
 import re
 
@@ -16,6 +15,7 @@ from django.http import StreamingHttpResponse
 from jobs.dbstates import runs, selectors
 from jobs.dbstates.api.errors import sqlrs_error, sqlrs_error_response
 from jobs.dbstates.models import EVENTS_CHANNEL, TERMINAL_STATUSES
+from pipeline_project.api.rendering import json_text
 from pipeline_project.web.follow import Read
 from pipeline_project.web.ndjson import OPEN_STREAMS, follow_response, ndjson_response
 
@@ -90,10 +90,10 @@ async def _run_lines(plan: runs.RunPlan):
     _RUNS_OPEN.inc()
     try:
         async for event in runs.run_events(plan):
-            yield json.dumps(event) + "\n"
+            yield json_text(event) + "\n"
     except Exception:  # the headers are sent: the client hears of it as the stream's last event
         log.exception("a run failed", extra={"instance_id": plan.instance_id})
         error = sqlrs_error("internal_error", "the run failed in the engine; its log says why")
-        yield json.dumps(runs.error_event(error)) + "\n"
+        yield json_text(runs.error_event(error)) + "\n"
     finally:
         _RUNS_OPEN.dec()

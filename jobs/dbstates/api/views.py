@@ -6,9 +6,7 @@ the method, is sqlrs's ErrorResponse. That OpenAPI file is this API's contract, 
 stay out of the project's own schema.
 """
 
-import json
-
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
@@ -22,6 +20,7 @@ from jobs.dbstates.api.streams import events_response, run_response
 from jobs.dbstates.engine import engine_health
 from jobs.dbstates.models import Instance, PrepareJob, State
 from pipeline_project.api.accepts import DeclaredRequestMixin, accepts
+from pipeline_project.api.rendering import JSONAnswer, json_text
 from pipeline_project.db.snapshot import snapshot
 from pipeline_project.web.ndjson import NDJSON
 
@@ -33,9 +32,6 @@ class EngineView(DeclaredRequestMixin, APIView):
 
     def get_exception_handler(self):
         return sqlrs_exception_handler
-
-    def _allowed_methods(self):
-        return [method for method in super()._allowed_methods() if method != "OPTIONS"]  # OPTIONS answers 405
 
 
 def _absolute(request, route: str, **kwargs) -> str:
@@ -49,8 +45,8 @@ def _entries(request, rows, shape) -> HttpResponse:
     with snapshot():
         entries = [shape(row) for row in rows]
     if NDJSON in request.headers.get("Accept", ""):
-        return HttpResponse("".join(json.dumps(entry) + "\n" for entry in entries), content_type=NDJSON)
-    return JsonResponse(entries, safe=False)
+        return HttpResponse("".join(json_text(entry) + "\n" for entry in entries), content_type=NDJSON)
+    return JSONAnswer(entries)
 
 
 def _deleted(result: deletion.DeleteResult) -> Response:
