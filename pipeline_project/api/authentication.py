@@ -34,8 +34,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate(self, request):
         header = authentication.get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
+        if not header:
             return None  # not ours: let session authentication try
+        if header[0].lower() != self.keyword.lower().encode():
+            scheme = header[0].decode("latin-1")[:20]
+            raise exceptions.AuthenticationFailed(
+                f"The {scheme!r} scheme is not accepted: send 'Authorization: Bearer <token>'."
+            )
         if len(header) != 2:
             raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
         try:

@@ -69,6 +69,9 @@ def api_exception_handler(exc, context):
         response["Retry-After"] = "1"
         response._has_been_logged = True  # the outage is logged once above, not once per request by Django
         return response
+    if isinstance(exc, exceptions.NotAuthenticated):
+        hint = f"{exc.detail.rstrip('.')}: send 'Authorization: Bearer <token>' (or sign in, for staff)."
+        exc.detail = exceptions.ErrorDetail(hint, code=exc.detail.code)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

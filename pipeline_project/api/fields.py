@@ -10,6 +10,7 @@ import unicodedata
 from rest_framework import serializers
 
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -25,11 +26,13 @@ class QueryIntegerField(serializers.IntegerField):
     """An integer in a query string or header: ASCII digits only (``int()`` also takes ``²`` and ``١٢``)."""
 
     default_error_messages = {"invalid": "Must be a whole number in ASCII digits."}
-    _DIGITS = re.compile(r"[0-9]{1,19}")
+    _DIGITS = re.compile(r"[0-9]+")
 
     def to_internal_value(self, data):
         if not isinstance(data, str) or not self._DIGITS.fullmatch(data):
             self.fail("invalid")
+        if len(data.lstrip("0")) > 19:  # beyond any bound: said so without parsing a huge number
+            self.fail("max_value", max_value=INT64_MAX if self.max_value is None else self.max_value)
         return super().to_internal_value(data)
 
 

@@ -50,11 +50,20 @@ def test_revoked_token_is_401(api_token):
     assert response.status_code == 401
 
 
-def test_other_schemes_are_not_accepted():
-    response = client_with("Basic YWRtaW46YWRtaW4=").get(PROTECTED)
+@pytest.mark.parametrize(("header", "scheme"), [("Basic YWRtaW46YWRtaW4=", "Basic"), ("Token pcp_x", "Token")])
+def test_other_schemes_are_refused_with_the_one_that_works(header, scheme):
+    response = client_with(header).get(PROTECTED)
 
-    assert response.status_code == 401
-    assert response.json()["code"] == "not_authenticated"
+    assert (response.status_code, response["WWW-Authenticate"]) == (401, "Bearer")
+    assert response.json()["code"] == "authentication_failed"
+    assert response.json()["message"] == f"The '{scheme}' scheme is not accepted: send 'Authorization: Bearer <token>'."
+
+
+def test_no_credentials_says_how_to_send_them():
+    response = APIClient().get(PROTECTED)
+
+    assert (response.status_code, response.json()["code"]) == (401, "not_authenticated")
+    assert "send 'Authorization: Bearer <token>'" in response.json()["message"]
 
 
 def test_staff_session_is_accepted(admin_client):

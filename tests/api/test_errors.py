@@ -120,20 +120,18 @@ def shout(code, message, details=None):
 
 
 def test_json_error_and_status_error_bodies():
-    assert (
-        json_error("/api/x", 409, "c", "m", {"k": 1}).content == b'{"code": "c", "message": "m", "details": {"k": 1}}'
-    )
+    assert json_error("/api/x", 409, "c", "m", {"k": 1}).content == b'{"code":"c","message":"m","details":{"k":1}}'
     assert (
         json_error("/sqlrs/x", 409, "c", "m", {"k": 1}).content
-        == b'{"code": "c", "message": "m", "details": "{\\"k\\": 1}"}'
+        == b'{"code":"c","message":"m","details":"{\\"k\\": 1}"}'
     )
-    assert json_error("/sqlrs/x", 404, "not_found", "m").content == b'{"code": "not_found", "message": "m"}'
+    assert json_error("/sqlrs/x", 404, "not_found", "m").content == b'{"code":"not_found","message":"m"}'
 
     assert status_error("/api/x", 405, method="PUT").content == (
-        b'{"code": "method_not_allowed", "message": "Method \\"PUT\\" not allowed.", "details": {}}'
+        b'{"code":"method_not_allowed","message":"Method \\"PUT\\" not allowed.","details":{}}'
     )
-    assert b'"code": "request_too_large"' in status_error("/api/x", 413).content
-    assert b'"code": "unsupported_media_type"' in status_error("/api/x", 415).content
+    assert b'"code":"request_too_large"' in status_error("/api/x", 413).content
+    assert b'"code":"unsupported_media_type"' in status_error("/api/x", 415).content
     assert status_error("/api/x", 599).status_code == 599
 
 

@@ -24,6 +24,7 @@ def test_the_one_encoding_is_drfs(value):
     assert JSONAnswer(value)["Content-Type"] == "application/json"
 
 
+@pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous iterators")
 def test_answers_from_views_middleware_probes_and_the_engine_are_spelled_alike(api):
     job = enqueue(task="t", queue="q", args={"name": "é", "n": [1, 2]})
     answers = {
