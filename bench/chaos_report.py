@@ -49,7 +49,7 @@ class WebProbe(Background):
     """Twice a second: /health, /status and an API read that needs the database, each with a 10 s
     timeout; every answer kept with its time, status, latency and Retry-After."""
 
-    PATHS = {"health": "/health", "status": "/status", "api": "/api/v1/jobs?page_size=1"}
+    PATHS = {"health": "/health", "status": "/status", "api": "/api/v1/jobs?limit=1"}
 
     def __init__(self, port: int, token: str):
         super().__init__()

@@ -7,7 +7,7 @@
 servers) send one request after another for ``--seconds`` on each endpoint:
 
     health      GET  /health
-    list        GET  /api/v1/jobs?page_size=1                           (authenticated list read)
+    list        GET  /api/v1/jobs?limit=1                           (authenticated list read)
     stage       GET  /api/v1/pipeline/queues/shard-worker?limit=100     (stage queue read, 20,000 rows)
     trigger     POST /api/v1/jobs/trigger                               (a new job each)
     register    POST /api/v1/pipeline/files/register                    (a new file of 10 shards each)
@@ -66,7 +66,7 @@ class Endpoints:
         return "GET", "/health", None
 
     def list(self):
-        return "GET", "/api/v1/jobs?page_size=1", None
+        return "GET", "/api/v1/jobs?limit=1", None
 
     def stage(self):
         return "GET", "/api/v1/pipeline/queues/shard-worker?limit=100", None

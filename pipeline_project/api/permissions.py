@@ -19,18 +19,19 @@ def operator_action(request, view) -> str | None:
     return None if only_reads(request, view) else getattr(view, "operator_action", None)
 
 
-def scope_needed(request, view) -> str:
-    """The token scope a request needs: ``read`` for a read, ``operate`` for an operator's action,
-    ``write`` for any other write.
+def scopes_accepted(request, view) -> tuple[str, ...]:
+    """The token scopes that allow a request, any one of them: ``read`` for a read, ``operate``
+    for an operator's action, ``write`` for any other write.
 
     A call of the seeds' contracts (cancel a job, repair a process) is a daemon's as much as an
     operator's: its view declares ``seed_call = True``, and a token of the default scopes
-    (``write``) may make it; a staff session still needs the action's permission."""
+    (``write``) may make it, as an ``operate`` token may; a staff session still needs the
+    action's permission."""
     if only_reads(request, view):
-        return "read"
-    if operator_action(request, view) and not getattr(view, "seed_call", False):
-        return "operate"
-    return "write"
+        return ("read",)
+    if operator_action(request, view):
+        return ("write", "operate") if getattr(view, "seed_call", False) else ("operate",)
+    return ("write",)
 
 
 class ScopeMissing(PermissionDenied):
@@ -42,7 +43,7 @@ class ScopeMissing(PermissionDenied):
 
 
 class IsDaemonOrPermittedStaff(BasePermission):
-    """A bearer token whose scopes allow the request (``scope_needed``), or a staff member's
+    """A bearer token whose scopes allow the request (``scopes_accepted``), or a staff member's
     browser session that holds the model permission the request needs, as in the admin: view
     (or change) to read, add, change or delete to write.
 
@@ -57,12 +58,12 @@ class IsDaemonOrPermittedStaff(BasePermission):
 
     def has_permission(self, request, view) -> bool:
         if isinstance(request.auth, ApiToken):
-            scope = scope_needed(request, view)
-            if not request.auth.allows(scope):
-                held = ", ".join(request.auth.scopes)
+            accepted = scopes_accepted(request, view)
+            if not any(request.auth.allows(scope) for scope in accepted):
+                held, needed = ", ".join(request.auth.scopes), " or ".join(accepted)
                 raise ScopeMissing(
-                    f"This token's scopes ({held}) do not include {scope}, which this request needs.",
-                    details={"scope_needed": scope, "token_scopes": list(request.auth.scopes)},
+                    f"This token's scopes ({held}) do not include {needed}, which this request needs.",
+                    details={"scopes_accepted": list(accepted), "token_scopes": list(request.auth.scopes)},
                 )
             return True
         user = request.user

@@ -274,7 +274,7 @@ def test_list_is_newest_first_filtered_and_paginated(api):
     assert listed(status="failed") == [str(ids[0])]
     assert listed(lock_key="lk2") == [str(ids[2])]
 
-    page = api.get(BASE, {"page_size": 4}).json()
+    page = api.get(BASE, {"limit": 4}).json()
     assert len(page["results"]) == 4 and page["next"]
     rest = api.get(page["next"]).json()
     assert [item["job_id"] for item in rest["results"]] == [str(ids[1]), str(ids[0])]
@@ -293,7 +293,7 @@ def test_list_created_range(api):
 
 @ALL_DATABASES
 @pytest.mark.parametrize(
-    "query", [{"status": "bogus"}, {"created_after": "yesterday"}, {"page_size": "x"}, {"cursor": "garbage"}]
+    "query", [{"status": "bogus"}, {"created_after": "yesterday"}, {"limit": "x"}, {"cursor": "garbage"}]
 )
 def test_list_rejects_bad_filters(api, query):
     response = api.get(BASE, query)
@@ -321,7 +321,7 @@ def test_the_list_query_takes_every_filter_and_the_paginators_parameters():
 def test_list_takes_every_filter_with_a_cursor(api):
     enqueue(task="t")
     enqueue(task="t")
-    first = api.get(BASE, {"task": "t", "status": ["queued", "running"], "page_size": 1}).json()
+    first = api.get(BASE, {"task": "t", "status": ["queued", "running"], "limit": 1}).json()
 
     second = api.get(first["next"]).json()
 

@@ -338,5 +338,7 @@ def test_a_daemon_token_of_the_default_scopes_repairs_a_process_in_error():
 
     assert (repair.status_code, repair.json()) == (200, {"response": {"repaired": True}})
     assert (simple.status_code, simple.json()) == (200, {"response": "ok"})
-    statuses = dict(Process.objects.filter(process_id__in=[repaired, simply_repaired]).values_list("process_id", "status"))
+    statuses = dict(
+        Process.objects.filter(process_id__in=[repaired, simply_repaired]).values_list("process_id", "status")
+    )
     assert statuses == {repaired: "running", simply_repaired: "running"}

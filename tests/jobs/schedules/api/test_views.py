@@ -126,7 +126,7 @@ def test_the_list_pages_by_name_and_refuses_a_tampered_cursor(api):
     for name in ("c", "a", "b"):
         create(api, name=name)
 
-    first = api.get("/api/v1/schedules", {"page_size": 2}).json()
+    first = api.get("/api/v1/schedules", {"limit": 2}).json()
     second = api.get(first["next"]).json()
 
     assert [item["name"] for item in first["results"] + second["results"]] == ["a", "b", "c"]
