@@ -6,6 +6,7 @@ import uuid
 
 from jobs import services
 from jobs.runtime.database import DATABASE_ERRORS, configure_session, error_extra
+from jobs.worker.runs import Running
 from pipeline_project.db.connections import is_transient_error
 from pipeline_project.db.storable import failure_text
 
@@ -31,15 +32,17 @@ class ResultWriter:
                 raise
             log.warning("the database refused a batch of results; writing them one by one", extra=error_extra(exc))
             for running in batch:
-                recorded.append((running, self._write_alone(running.outcome)))
+                recorded.append((running, self._write_alone(running)))
             return
         recorded.extend((running, statuses.get(running.context.job_id)) for running in batch)
 
     def _complete(self, outcomes: list[services.Outcome]) -> dict[uuid.UUID, str]:
         return services.jobs_complete(outcomes=outcomes, worker_id=self.worker_name)
 
-    def _write_alone(self, outcome: services.Outcome) -> str | None:
-        """Write one result; if the database refuses it, record the job as failed with the reason."""
+    def _write_alone(self, running: Running) -> str | None:
+        """Write one result; if the database refuses it, record the job as failed with the reason:
+        the run's outcome from then on (it is logged as the run's failure)."""
+        outcome = running.outcome
         job_id = outcome.lease.job_id
         try:
             return self._complete([outcome]).get(job_id)
@@ -47,15 +50,14 @@ class ResultWriter:
             if is_transient_error(exc):
                 raise
             refusal = services.first_line(exc)
-        log.error("the database refused a job's result; the job fails", extra={"job_id": str(job_id), "error": refusal})
-        failure = services.Outcome(
+        running.outcome = services.Outcome(
             lease=outcome.lease,
             kind="fatal",
             error=failure_text(f"The run's result could not be stored: {refusal}"),
             duration_ms=outcome.duration_ms,
         )
         try:
-            return self._complete([failure]).get(job_id)
+            return self._complete([running.outcome]).get(job_id)
         except DATABASE_ERRORS as exc:
             if is_transient_error(exc):
                 raise

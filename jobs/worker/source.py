@@ -44,7 +44,7 @@ from jobs.worker.floors import ClaimFloors
 from jobs.worker.limits import LimitedQueues
 from jobs.worker.lost_claims import LostClaims
 from jobs.worker.results import ResultWriter
-from jobs.worker.runs import Running, job_ids
+from jobs.worker.runs import Running
 from pipeline_project.db.connections import is_transient_error
 
 log = logging.getLogger("jobs.worker.source")
@@ -178,6 +178,7 @@ class QueueSource:
     def finish(self, release: bool) -> None:
         """Record what ended, release what still runs (with ``release``), deregister."""
         self.recorder.flush()
+        self._book_recorded()  # no pass of the loop follows: the runs just written end here
         if release:
             executing = [running for running in self._running.values() if not running.finished]
             for running in executing:
@@ -342,7 +343,7 @@ class QueueSource:
     def collect(self) -> None:
         """Free the slots of finished runs, hand their results to the recorder, forget recorded
         ones, and book the runs that handler threads handed on to the next job of their key."""
-        to_record, freed, lost = [], set(), []
+        to_record, freed = [], set()
         while self._finished:
             running = self._finished.popleft()
             queue = running.context.job.queue
@@ -350,7 +351,7 @@ class QueueSource:
             self.lanes[queue].release()
             freed.add(queue)
             if running.outcome is None:
-                self._forget(running, None, written=False)
+                self._forget(running, None)
             else:
                 to_record.append(running)
         if to_record:
@@ -359,26 +360,24 @@ class QueueSource:
             running, status, successor = self._handed.popleft()
             running.finished = True
             queue = running.context.job.queue
-            if self._forget(running, status):
-                lost.append(running)
+            self._forget(running, status)
             if successor is None:
                 self.lanes[queue].release()
                 freed.add(queue)
             else:  # it runs in the slot its predecessor held
                 self._running[successor.context.job_id] = successor
                 self._claimed_counter[queue].inc()
-        while self._recorded:
-            running, status = self._recorded.popleft()
-            if self._forget(running, status):
-                lost.append(running)
+        self._book_recorded()
         for queue in freed:
             self._running_gauge[queue].set(self.lanes[queue].executing)
-        if lost:  # one line for the lot: a frozen worker's whole batch comes back together
-            log.warning("leases lost before the results were recorded", extra={"job_ids": job_ids(lost)})
 
-    def _forget(self, running: Running, status: str | None, *, written: bool = True) -> bool:
-        """A run whose outcome is written, or (``written`` False) whose lease was lost in the run.
-        True when its result found its lease gone (reaped, reset) when it was written."""
+    def _book_recorded(self) -> None:
+        while self._recorded:
+            self._forget(*self._recorded.popleft())
+
+    def _forget(self, running: Running, status: str | None) -> None:
+        """A run that ended: its outcome written (``status``: the job's new status; None: its lease
+        was gone, reaped or reset) or its lease lost in the run (no outcome). Logged here, once."""
         job = running.context.job
         self._running.pop(job.lease.job_id, None)
         # The next job of its lock_key, if any, is claimable now (and the budget of a limited queue freed).
@@ -389,7 +388,7 @@ class QueueSource:
         )
         if status == "queued":
             self._reschedule = True  # retried after a backoff: no NOTIFY will say when
-        return status is None and written and not running.written_in_doubt  # in doubt: it may be our own write
+        running.log_end(status)
 
     def _on_recorded(self, results: list[tuple[Running, str | None]]) -> None:
         """Called by the recorder (any thread) once results are written."""
@@ -408,20 +407,16 @@ class QueueSource:
             held = services.jobs_heartbeat(
                 leases=[running.context.job.lease for running in due], worker_id=self.worker_name
             )
-            lost = []
             for running in due:
                 running.renew_at = now + running.renew_every
                 if running.context.job_id not in held:
-                    if not running.finished:  # else its result was written meanwhile
-                        lost.append(running)
+                    # Still running (it may be running elsewhere too): say so now. A run with an
+                    # outcome learns from its write whether the lease was gone or the write ended it.
+                    if running.outcome is None:
+                        running.log_lease_lost()
                     running.context.mark_lease_lost()
                 elif held[running.context.job_id]:
                     running.context.mark_cancel_requested()
-            if lost:  # reaped while this worker could not renew them (frozen, cut off): they may run elsewhere
-                log.warning(
-                    "leases lost while running; these runs' outcomes will not be written",
-                    extra={"job_ids": job_ids(lost)},
-                )
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + self.clocks.heartbeat_sec
             services.worker_heartbeat(worker_id=self.worker_id, running_jobs=len(self._running))

@@ -24,7 +24,16 @@ def finished_run(job: services.ClaimedJob, result) -> Running:
     return Running(context=JobContext(job, "w"), started=0.0, renew_every=1.0, renew_at=0.0, outcome=outcome)
 
 
-def test_a_result_the_database_refuses_fails_that_job_alone():
+def runs_logged(caplog) -> list:
+    return [record for record in caplog.records if record.name == "jobs.worker.runs"]
+
+
+def lost_leases_logged(caplog) -> list[str]:
+    """The job ids of the lost leases logged."""
+    return [record.job_id for record in runs_logged(caplog) if record.outcome == "lease_lost"]
+
+
+def test_a_result_the_database_refuses_fails_that_job_alone(caplog):
     jobs = [enqueue(task="t", max_attempts=3) for _ in range(3)]
     claimed = services.jobs_claim(queue="default", limit=3, worker_id="w")
     source = QueueSource(WorkerConfig.from_settings({"queue": {"default": 3}}), registry)
@@ -40,6 +49,10 @@ def test_a_result_the_database_refuses_fails_that_job_alone():
     assert [status for job_id, status in statuses.items() if job_id != refused_job] == ["succeeded", "succeeded"]
     assert "could not be stored" in job(refused_job).error
     assert sorted(status for _running, status in source._recorded) == ["failed", "succeeded", "succeeded"]
+    source.collect()
+    [failure] = runs_logged(caplog)  # the job's failure, as any run's (``jobs.worker.runs``)
+    assert (failure.levelname, failure.job_id, failure.outcome) == ("ERROR", str(refused_job), "failed")
+    assert failure.error.startswith("The run's result could not be stored: ")
 
 
 def test_a_result_written_again_after_its_answer_was_lost_is_not_taken_for_a_lost_lease(monkeypatch, caplog):
@@ -65,10 +78,10 @@ def test_a_result_written_again_after_its_answer_was_lost_is_not_taken_for_a_los
     source.collect()
 
     assert running.written_in_doubt and job(enqueued.job_id).status == "succeeded"
-    assert [record for record in caplog.records if "leases lost" in record.getMessage()] == []
+    assert lost_leases_logged(caplog) == []
 
 
-def test_results_whose_leases_were_lost_are_logged_in_one_line(caplog):
+def test_results_whose_leases_were_lost_are_logged_once_each(caplog):
     for _ in range(3):
         enqueue(task="t")
     claimed = services.jobs_claim(queue="default", limit=3, worker_id="w")
@@ -79,5 +92,4 @@ def test_results_whose_leases_were_lost_are_logged_in_one_line(caplog):
     source.recorder.flush()
     source.collect()
 
-    [record] = [record for record in caplog.records if "leases lost" in record.getMessage()]
-    assert sorted(record.job_ids) == sorted(str(job.lease.job_id) for job in claimed)
+    assert sorted(lost_leases_logged(caplog)) == sorted(str(job.lease.job_id) for job in claimed)
