@@ -35,6 +35,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from fnmatch import fnmatchcase
+from functools import cache
 from typing import Any
 
 from django.apps import apps
@@ -246,6 +248,26 @@ class Registry:
 def load_handler_modules(extra: list[str] = ()) -> None:
     """The ``@task`` handlers: every installed app's ``job_handlers`` module, JOBS_HANDLER_MODULES, ``extra``."""
     load_app_modules(app_module="job_handlers", setting="JOBS_HANDLER_MODULES", extra=extra)
+
+
+def task_runnable(name: str) -> bool:
+    """Whether some worker runs ``name``: a handler of this deployment (its handler modules are
+    loaded the first time it is asked), or a task of ``JOBS_EXTERNAL_TASKS``."""
+    if any(fnmatchcase(name, pattern) for pattern in settings.JOBS_EXTERNAL_TASKS):
+        return True
+    _handler_modules_loaded()
+    return registry.get(name) is not None
+
+
+def tasks_known() -> list[str]:
+    """The tasks ``task_runnable`` knows by name, and the patterns of ``JOBS_EXTERNAL_TASKS``."""
+    _handler_modules_loaded()
+    return sorted({*registry.names(), *settings.JOBS_EXTERNAL_TASKS})
+
+
+@cache
+def _handler_modules_loaded() -> None:
+    load_handler_modules()
 
 
 def trusted_module(module_path: str) -> bool:

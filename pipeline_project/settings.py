@@ -284,8 +284,7 @@ SPECTACULAR_SETTINGS = {
 # --- Jobs (seed 002) ------------------------------------------------------------------
 
 DL_HEARTBEAT_SEC = env_number("DL_HEARTBEAT_SEC", 10)
-# runreaper touches this file after each pass over its tasks; `workerhealth --reaper` reads it.
-REAPER_ALIVE_FILE = Path(os.environ.get("REAPER_ALIVE_FILE", "/tmp/pipeline-reaper.alive"))
+REAPER_ALIVE_FILE = Path(os.environ.get("REAPER_ALIVE_FILE", "/tmp/pipeline-reaper.alive"))  # runreaper's pulse
 REAPER_ALIVE_WITHIN_SEC = env_number("REAPER_ALIVE_WITHIN_SEC", 300)
 DL_DEFAULT_LEASE_TTL_SEC = env_number("DL_DEFAULT_LEASE_TTL_SEC", 60, int)
 DL_REAPER_PERIOD_SEC = env_number("DL_REAPER_PERIOD_SEC", 10)
@@ -318,8 +317,10 @@ DL_SCHEDULES_GRACE_SEC = env_number("DL_SCHEDULES_GRACE_SEC", 60)
 WORKERS_JSON = os.environ.get(
     "WORKERS_JSON", '[{"queue": "default", "concurrency": 4}, {"queue": "sqlrs", "concurrency": 2}]'
 )
-# Modules with @task handlers besides every installed app's job_handlers module.
+# Modules with @task handlers besides every installed app's job_handlers module; and the tasks
+# (or patterns: reports.*) other services' workers run from dl_jobs. The API triggers no others.
 JOBS_HANDLER_MODULES = env_list("JOBS_HANDLER_MODULES", "")
+JOBS_EXTERNAL_TASKS = env_list("JOBS_EXTERNAL_TASKS", "")
 # Modules that register process namespaces (``jobs.processes.namespaces.namespace``), besides
 # every installed app's ``processors`` module. PROCESSOR_MODULES is its deprecated former name.
 PROCESSES_HANDLER_MODULES = env_list("PROCESSES_HANDLER_MODULES", os.environ.get("PROCESSOR_MODULES", ""))

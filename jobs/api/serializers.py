@@ -206,6 +206,13 @@ class QueueSerializer(serializers.Serializer):
     )
 
 
+CREATE_HELP = "Make the queue if no job, worker, schedule or setting names it yet (otherwise: 404)."
+
+
+class QueuePauseSerializer(RequestSerializer):
+    create = StrictBooleanField(required=False, help_text=CREATE_HELP)
+
+
 class QueueLimitsSerializer(RequestSerializer):
     """Types only: the ranges and rules are ``services.queue_limits_set``'s. The body replaces the
     queue's limits: an absent or null limit is no limit."""
@@ -216,6 +223,7 @@ class QueueLimitsSerializer(RequestSerializer):
     )
     rate_period_sec = StrictIntegerField(required=False, allow_null=True, help_text="The rate's period in seconds.")
     per_partition = StrictBooleanField(required=False, help_text="The limits hold per partition_key.")
+    create = StrictBooleanField(required=False, help_text=CREATE_HELP)
 
 
 class QueueLimitsOutSerializer(serializers.Serializer):

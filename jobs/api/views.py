@@ -48,7 +48,7 @@ class JobTriggerView(JobView):
     )
     @accepts(body=s.JobTriggerSerializer)
     def post(self, request, *, body):
-        enqueued = services.job_enqueue(spec=s.job_spec(body, producer=request_caller(request)))
+        [enqueued] = services.job_trigger_many(specs=[s.job_spec(body, producer=request_caller(request))])
         return Response(s.EnqueuedSerializer(enqueued).data, status=201 if enqueued.created else 200)
 
 
@@ -65,7 +65,7 @@ class JobBulkTriggerView(JobView):
     @accepts(body=s.JobBulkTriggerSerializer)
     def post(self, request, *, body):
         producer = request_caller(request)
-        enqueued = services.job_enqueue_many(specs=[s.job_spec(item, producer=producer) for item in body["jobs"]])
+        enqueued = services.job_trigger_many(specs=[s.job_spec(item, producer=producer) for item in body["jobs"]])
         created = any(item.created for item in enqueued)
         return Response(s.EnqueuedListSerializer({"jobs": enqueued}).data, status=201 if created else 200)
 
@@ -240,11 +240,15 @@ class QueuePauseView(QueueView):
     operator_action = "queue.pause"
     post_permission = "change"
 
-    @extend_schema(request=None, responses=s.QueueChangeSerializer, summary="Pause a queue: no worker claims from it")
-    @accepts()
-    def post(self, request, queue):
+    @extend_schema(
+        request=s.QueuePauseSerializer,
+        responses=s.QueueChangeSerializer,
+        summary="Pause a queue: no worker claims from it",
+    )
+    @accepts(body=s.QueuePauseSerializer)
+    def post(self, request, queue, *, body):
         with audited(request=request, action=self.operator_action, objects=[queue]) as entry:
-            changed = services.queue_pause(queue=queue, by=request_caller(request))
+            changed = services.queue_pause(queue=queue, by=request_caller(request), **body)
             entry.count = int(changed)
         return Response(s.QueueChangeSerializer({"queue": queue, "paused": True, "changed": changed}).data)
 

@@ -40,7 +40,6 @@ from jobs.services.maintenance import (
 from jobs.services.operators import (
     Counts,
     Deletion,
-    QueueLimits,
     Selection,
     job_cancel,
     job_delete,
@@ -48,10 +47,6 @@ from jobs.services.operators import (
     jobs_cancel,
     jobs_delete,
     jobs_retry,
-    queue_limits_set,
-    queue_pause,
-    queue_resume,
-    queues_wake,
 )
 from jobs.services.outcomes import Outcome, job_complete_and_claim, jobs_complete
 from jobs.services.producers import (
@@ -64,8 +59,10 @@ from jobs.services.producers import (
     job_enqueue,
     job_enqueue_many,
     job_spec_problems,
+    job_trigger_many,
     text_field_problem,
 )
+from jobs.services.queues import QueueLimits, queue_limits_set, queue_pause, queue_resume, queues_wake
 from pipeline_project.db.storable import first_line
 
 __all__ = [
@@ -100,6 +97,7 @@ __all__ = [
     "job_progress",
     "job_retry",
     "job_spec_problems",
+    "job_trigger_many",
     "jobs_cancel",
     "jobs_claim",
     "jobs_claim_from",

@@ -212,3 +212,29 @@ def _existing_by_key(keys: list[str]) -> dict[str, dict]:
 
 def job_enqueue(*, spec: JobSpec) -> Enqueued:
     return job_enqueue_many(specs=[spec])[0]
+
+
+# How many of the known tasks a refusal lists.
+KNOWN_TASKS_LISTED = 50
+
+
+def job_trigger_many(*, specs: list[JobSpec]) -> list[Enqueued]:
+    """:func:`job_enqueue_many` for a client outside the code (the API's triggers), of tasks some
+    worker runs only: this deployment's handlers' or ``JOBS_EXTERNAL_TASKS``'. A typo in a task's
+    name is a 400 naming the known tasks, not a job that fails on a worker later; nothing is written."""
+    from jobs.handlers import task_runnable, tasks_known  # jobs.handlers imports this package
+
+    unknown = sorted({spec.task for spec in specs if not task_runnable(spec.task)})
+    if unknown:
+        known = tasks_known()
+        listed = ", ".join(known[:KNOWN_TASKS_LISTED]) + (", ..." if len(known) > KNOWN_TASKS_LISTED else "")
+        raise InvalidInputError(
+            f"No worker runs task {', '.join(map(repr, unknown))}; known tasks: {listed}. A task that another "
+            "service's workers run is named in JOBS_EXTERNAL_TASKS.",
+            code="unknown_task",
+            details={
+                "task": [f"Unknown task {name!r}." for name in unknown],
+                "known_tasks": known[:KNOWN_TASKS_LISTED],
+            },
+        )
+    return job_enqueue_many(specs=specs)

@@ -15,7 +15,7 @@ from tests.jobs.conftest import enqueue
 
 pytestmark = ALL_DATABASES
 
-TRIGGER = {"queue": "q", "task": "t", "lock_key": "k"}
+TRIGGER = {"queue": "q", "task": "jobs.noop", "lock_key": "k"}
 
 
 def staff(*codenames: str) -> APIClient:

@@ -37,6 +37,9 @@ GUNICORN = str(Path(sys.executable).parent / "gunicorn")
 ASGI_COMMAND = [GUNICORN, "-c", "pipeline_project/gunicorn_conf.py", "pipeline_project.asgi:application"]
 WSGI_COMMAND = [GUNICORN, "-c", "pipeline_project/gunicorn_conf.py", "-k", "sync", "pipeline_project.wsgi:application"]
 
+# The test handlers' tasks are this deployment's: the web's triggers take them (as its workers run them).
+TEST_HANDLERS = {"JOBS_HANDLER_MODULES": "tests.jobs.handlers"}
+
 
 @contextmanager
 def web_server(*, workers: int = 1, env: dict | None = None, command: list[str] = ASGI_COMMAND):
@@ -51,6 +54,7 @@ def web_server(*, workers: int = 1, env: dict | None = None, command: list[str] 
             "WEB_BIND": f"127.0.0.1:{port}",
             "WEB_WORKERS": str(workers),
             "LOG_LEVEL": "WARNING",
+            **TEST_HANDLERS,
             **(env or {}),
         },
         stdout=subprocess.DEVNULL,
@@ -187,6 +191,7 @@ def shipped(account: Account, *, worker_args: list[str], env: dict | None = None
         "WEB_WORKERS": "1",
         "LOG_LEVEL": "WARNING",
         "PYTHONDONTWRITEBYTECODE": "1",
+        **TEST_HANDLERS,
         # The engine's store and scripts: the image's volume is the service user's, as this is.
         "SQLRS_STATE_STORE": str(home / "state"),
         "SQLRS_SCRIPT_ROOTS": str(home),

@@ -78,7 +78,7 @@ def test_a_body_shorter_than_its_declared_length_is_answered_408_and_closed_with
 
 def test_a_slow_but_steady_request_is_read_whole(port):
     token = every_scope_token("steady")
-    body = json.dumps({"queue": "q", "task": "t", "lock_key": "steady"}).encode()
+    body = json.dumps({"queue": "q", "task": "jobs.noop", "lock_key": "steady"}).encode()
     head = (
         f"POST /api/v1/jobs/trigger HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"

@@ -215,7 +215,7 @@ def test_two_hundred_followers_hold_no_threads_and_the_server_keeps_answering(tm
     token = every_scope_token("load")
     job_id = enqueue(task="never.runs").job_id  # no worker: the job never finishes
     events = f"/api/v1/jobs/{job_id}/events"
-    trigger = {"queue": "web-test", "task": "t", "lock_key": "k"}
+    trigger = {"queue": "web-test", "task": "jobs.noop", "lock_key": "k"}
     dbname = connection_params()["dbname"]
 
     server_env = {
@@ -289,7 +289,7 @@ def _open_streams(connection: http.client.HTTPConnection, token: str) -> float:
 
 def test_a_chunked_body_is_read_and_an_oversized_one_refused(settings, route):
     token = every_scope_token("chunks")
-    body = json.dumps({"queue": "q", "task": "t", "lock_key": "chunked"}).encode()
+    body = json.dumps({"queue": "q", "task": "jobs.noop", "lock_key": "chunked"}).encode()
 
     with web_server(env=route.env) as (port, _server):
         accepted = _chunked_post(port, token, [body[:10], body[10:]])

@@ -18,10 +18,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
         sub.add_parser("list", help="Queues with their depth by status, whether they are paused, and their limits.")
-        for action in ("pause", "resume"):
-            sub.add_parser(action, help=f"{action.capitalize()} a queue.").add_argument("queue")
+        pause = sub.add_parser("pause", help="Pause a queue.")
+        sub.add_parser("resume", help="Resume a queue.").add_argument("queue")
         limit = sub.add_parser("limit", help="Set a queue's limits; with no option, clear them.")
-        limit.add_argument("queue")
+        for creating in (pause, limit):
+            creating.add_argument("queue")
+            creating.add_argument("--create", action="store_true", help="Even if nothing names the queue yet.")
         limit.add_argument("--max-running", type=int, help="At most N of its jobs running, across all workers.")
         limit.add_argument("--rate", help="At most N of its jobs started per T seconds: N/T, e.g. 10/60s.")
         limit.add_argument("--per-partition", action="store_true", help="The limits hold per partition_key.")
@@ -37,8 +39,10 @@ class Command(BaseCommand):
             if action == "limit":
                 self._limit(options)
                 return
-            change = services.queue_pause if action == "pause" else services.queue_resume
-            changed = change(queue=options["queue"], by="manage.py")
+            if action == "pause":
+                changed = services.queue_pause(queue=options["queue"], by="manage.py", create=options["create"])
+            else:
+                changed = services.queue_resume(queue=options["queue"], by="manage.py")
         except ApplicationError as exc:
             raise CommandError(f"{exc.message} {exc.details}" if exc.details else exc.message) from None
         state = "paused" if action == "pause" else "resumed"
@@ -57,6 +61,7 @@ class Command(BaseCommand):
             rate_limit=rate_limit,
             rate_period_sec=rate_period_sec,
             per_partition=options["per_partition"],
+            create=options["create"],
         )
         self.stdout.write(f"{limits.queue}: {_limits_text(asdict(limits)) or 'no limits'}")
 

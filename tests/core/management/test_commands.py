@@ -40,7 +40,7 @@ def test_apitoken_create_takes_scopes_and_list_shows_them():
 
     assert ApiToken.objects.get().scopes == ["read", "operate"]
     assert "read,operate" in run("apitoken", "list")
-    assert client.post("/api/v1/queues/q/pause").status_code == 200
+    assert client.post("/api/v1/queues/q/pause", {"create": True}, format="json").status_code == 200
     assert client.post("/api/v1/pipeline/files/register", {"filename": "f", "shards": [0]}).status_code == 403
 
 

@@ -208,7 +208,7 @@ def test_a_filter_with_a_pattern_selects_its_jobs():
 
 def test_setting_queue_limits_wakes_the_workers_and_names_bad_fields():
     with listening("default", QUEUES_CHANNEL) as received:
-        limits = services.queue_limits_set(queue="reports", by="ops", max_running=3, per_partition=True)
+        limits = services.queue_limits_set(queue="reports", by="ops", max_running=3, per_partition=True, create=True)
         assert received() == ["reports"]
     assert limits == services.QueueLimits("reports", 3, None, None, True)
     queue = Queue.objects.get(name="reports")
