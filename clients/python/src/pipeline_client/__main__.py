@@ -1,0 +1,3 @@
+from pipeline_client.cli import main
+
+raise SystemExit(main())
