@@ -5,6 +5,7 @@ import time
 from jobs import services
 from jobs.handlers import FatalError, JobCancelled, JobContext, LeaseLost, Registry
 from pipeline_project.db.storable import exception_details, exception_text, json_problem
+from pipeline_project.web.arguments import secret_values, text_without_secrets
 
 
 def run_handler(handlers: Registry, context: JobContext, *, retry_backoff_sec: float) -> services.Outcome | None:
@@ -61,12 +62,15 @@ def failure_outcome(
     job: services.ClaimedJob, exc: BaseException, *, kind: str, started: float, **fields
 ) -> services.Outcome:
     """The outcome of a run that raised, its texts masked and storable as every failure's are
-    (``pipeline_project.db.storable``): the job's page shows both to operators."""
+    (``pipeline_project.db.storable``), and without the values of the job's secret args (a handler's
+    error may quote one as it is): the job's page and the worker's log show both to operators."""
+    secrets = secret_values(job.args)
+    details = {name: text_without_secrets(text, secrets) for name, text in exception_details(exc).items()}
     return services.Outcome(
         lease=job.lease,
         kind=kind,
-        error=exception_text(exc),
-        details=exception_details(exc),
+        error=text_without_secrets(exception_text(exc), secrets),
+        details=details,
         duration_ms=(time.perf_counter() - started) * 1000,
         **fields,
     )

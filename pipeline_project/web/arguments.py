@@ -69,6 +69,39 @@ def secret_keys_in(value, names: list[str] | None = None) -> list[str]:
     return []
 
 
+# A secret value shorter than this is not looked for in texts: "1" or "ab" would mask half a traceback.
+SECRET_VALUE_MIN_CHARS = 4
+
+
+def secret_values(value, names: list[str] | None = None) -> set[str]:
+    """The texts under ``value``'s secret keys, at any depth (those of at least SECRET_VALUE_MIN_CHARS)."""
+    names = _secret_names() if names is None else names
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if is_secret_key(key, names):
+                found |= {text for text in _texts(item) if len(text) >= SECRET_VALUE_MIN_CHARS}
+            else:
+                found |= secret_values(item, names)
+    elif isinstance(value, list):
+        for item in value:
+            found |= secret_values(item, names)
+    return found
+
+
+def _texts(value) -> list[str]:
+    if isinstance(value, dict | list):
+        return [text for item in (value.values() if isinstance(value, dict) else value) for text in _texts(item)]
+    return [] if value is None or isinstance(value, bool) else [str(value)]
+
+
+def text_without_secrets(text: str, secrets: set[str]) -> str:
+    """``text`` with each of ``secrets`` (the args' secret values) replaced by MASK, the longest first."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
+
+
 def arguments_masked_text(value) -> str:
     """``value`` masked, as JSON text: how an admin page shows arguments it may not show whole."""
     return json.dumps(arguments_masked(value), ensure_ascii=False)

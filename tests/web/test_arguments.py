@@ -19,6 +19,8 @@ from pipeline_project.web.arguments import (
     may_view_arguments,
     search_refusal,
     secret_keys_in,
+    secret_values,
+    text_without_secrets,
 )
 from tests.conftest import ALL_DATABASES
 
@@ -154,3 +156,12 @@ def test_a_search_naming_a_secret_key_is_refused_to_a_caller_who_may_not_view_ar
     assert search_refusal(wanted, request=session(staff(permission=True))) is None
     assert search_refusal(wanted, request=token_request("write")) is None
     assert search_refusal({"source_id": 7}, request=token_request("read")) is None
+
+
+def test_the_secret_values_of_args_are_found_at_any_depth_and_taken_out_of_a_text():
+    args = {"password": "hunter2", "nested": [{"api_key": {"a": "k-123456", "n": 12345}}], "token": "ab", "name": "x"}
+
+    found = secret_values(args)
+
+    assert found == {"hunter2", "k-123456", "12345"}  # "ab": too short to look for
+    assert text_without_secrets("hunter2 then k-123456, x", found) == f"{MASK} then {MASK}, x"

@@ -23,6 +23,23 @@ def test_errors_and_tracebacks_are_stored_with_secrets_masked():
     assert "Traceback" in payload["traceback"]
 
 
+@registry.task("test.quotes_its_password")
+def quotes_its_password(ctx):
+    raise RuntimeError(f"the server refused {ctx.args['user']}/{ctx.args['db']['password']} twice")
+
+
+def test_a_secret_arg_the_error_quotes_as_it_is_is_masked_in_the_error_and_the_traceback():
+    args = {"user": "ada", "db": {"password": "plain-hunter2"}, "note": "abc"}
+    enqueued = enqueue(task="test.quotes_its_password", args=args, max_attempts=1)
+
+    with running_worker():
+        failed = wait_for_status(enqueued.job_id, "failed")
+
+    payload = JobEvent.objects.get(job_id=enqueued.job_id, kind="failed").payload
+    assert failed.error == "RuntimeError: the server refused ada/•••••• twice"
+    assert "plain-hunter2" not in payload["traceback"] and "ada/•••••• twice" in payload["traceback"]
+
+
 def test_an_unknown_task_fails_at_once_with_a_clear_error():
     enqueued = enqueue(task="nobody.handles.this")
 
