@@ -59,6 +59,16 @@ class TransactionNow(models.Func):
     output_field = models.DateTimeField()
 
 
+class NotDistinctFrom(models.Func):
+    """``a IS NOT DISTINCT FROM b``: for a column that is never NULL, ``a = b`` spelled so that only
+    a partial index whose predicate is spelled the same serves it (not one on ``a``, nor one whose
+    predicate is ``a = b``)."""
+
+    arg_joiner = " IS NOT DISTINCT FROM "
+    template = "(%(expressions)s)"
+    output_field = models.BooleanField()
+
+
 class PgEnumField(models.TextField):
     """A column of a PostgreSQL enum type (created by the migration)."""
 
@@ -189,21 +199,14 @@ class Job(models.Model):
                 condition=Q(status="queued"),
                 name="ix_dl_jobs_claim",
             ),
-            # Only leases that can expire (every running job's, in fact): the claim's "does a running
-            # job hold this key" probe, which names no lease, then cannot walk it instead of
-            # ux_dl_jobs_running_lock_key (it did, after an ANALYZE under a held xmin: 17 s claims).
+            models.Index(fields=["lease_expires_at"], condition=Q(status="running"), name="ix_dl_jobs_running_lease"),
+            models.Index(fields=["status", "queue"], name="ix_dl_jobs_status_queue"),
+            # Extra: running jobs by lock_key, for the claim's running-key probe (``claims.KEY_FREE``), spelled
+            # as this predicate so the two above cannot serve it (walked whole after an ANALYZE under a held xmin).
             models.Index(
-                fields=["lease_expires_at"],
-                condition=Q(status="running", lease_expires_at__isnull=False),
-                name="ix_dl_jobs_running_lease",
-            ),
-            # Without its queued and running jobs (the partial indexes above and below serve them):
-            # under a held xmin its 'running' entries pile up, and once ANALYZE has counted the few
-            # live ones a claim's "does a running job hold this key" probe walked all of them.
-            models.Index(
-                fields=["status", "queue"],
-                condition=~Q(status__in=["queued", "running"]),
-                name="ix_dl_jobs_status_queue",
+                fields=["lock_key"],
+                condition=Q(NotDistinctFrom(F("status"), models.Value("running"))),
+                name="ix_dl_jobs_running_lock_key",
             ),
             # Extra: the claim's ORDER BY priority, created_at, job_id read in index order, so a
             # claim costs the same with 10,000 or 1,000,000 queued jobs.

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Count, Expression, Q, QuerySet
 from django.db.models.fields.json import KT
 from django.db.models.functions import TruncMinute
@@ -141,13 +142,16 @@ CLAIMABLE_WINDOW = 5_000
 # Per queue, and per partition_key where its limits hold per partition: the jobs claims made now
 # would take. The claim's own conditions (``jobs.services.claims``) on each due job (queued,
 # ``available_at <= now()``: neither delayed, backing off nor waiting for other jobs), read through
-# ``ix_dl_jobs_claim`` up to the window: no running job holds its lock_key (``KEY_FREE``), and it
-# is its key's first queued job (``FIRST_OF_KEY``: one per key). None in a paused queue. With each,
-# what the queue's limits leave (NULL: no such limit), as ``LIMITED_CLAIM`` counts them: max_running
-# less the queue's running jobs (the counts the triggers keep: no walk over running jobs), for
-# per-partition limits max_running itself (``claimable_depths`` subtracts each partition's running
-# jobs); rate_limit less the starts in its period. The queues: those with jobs (the counts, which
-# also say which have queued jobs to read) and those with operator state.
+# ``ix_dl_jobs_claim`` in available_at order up to the window (``claimable_depths`` plans it with
+# sorts off, which leave that read no other index: the seed's ``ix_dl_jobs_status_queue``, which the
+# planner takes as readily otherwise, would read the queue's jobs that are not due too): no running
+# job holds its lock_key (``KEY_FREE``), and it is its key's first queued job (``FIRST_OF_KEY``: one
+# per key). None in a paused queue. With each, what the queue's limits leave (NULL: no such limit),
+# as ``LIMITED_CLAIM`` counts them: max_running less the queue's running jobs (the counts the
+# triggers keep: no walk over running jobs), for per-partition limits max_running itself
+# (``claimable_depths`` subtracts each partition's running jobs); rate_limit less the starts in its
+# period. The queues: those with jobs (the counts, which also say which have queued jobs to read)
+# and those with operator state.
 _KEY_FREE = KEY_FREE.format(key="w.lock_key")
 _FIRST_OF_KEY = FIRST_OF_KEY.replace("%(queue)s", "w.queue")  # the queue of each job read
 CLAIMABLE_DEPTHS = f"""
@@ -167,6 +171,7 @@ CLAIMABLE_DEPTHS = f"""
         CROSS JOIN LATERAL (
             SELECT job_id, queue, lock_key, partition_key FROM dl_jobs
             WHERE status = 'queued' AND queue = q.name AND available_at <= now()
+            ORDER BY available_at
             LIMIT %(window)s
         ) AS w
         WHERE q.has_queued AND l.paused IS NOT TRUE AND {_KEY_FREE} AND {_FIRST_OF_KEY}
@@ -197,7 +202,10 @@ def claimable_depths() -> dict[str, int]:
     or paused), capped by the queue's limits (for each partition, with per-partition limits) and at
     most ``CLAIMABLE_WINDOW``: what KEDA scales the workers on (``dl_queue_claimable_jobs``). Reads
     each queue's due jobs through ``ix_dl_jobs_claim``, two index probes each, never a finished job."""
-    rows = sql.rows(CLAIMABLE_DEPTHS, {"window": CLAIMABLE_WINDOW, "ending": []})
+    with transaction.atomic():  # sorts off for this statement only, put back in a caller's transaction
+        was = sql.rows("SELECT current_setting('enable_sort'), set_config('enable_sort', 'off', true)")[0][0]
+        rows = sql.rows(CLAIMABLE_DEPTHS, {"window": CLAIMABLE_WINDOW, "ending": []})
+        sql.execute("SELECT set_config('enable_sort', %(was)s, true)", {"was": was})
     by_partition = sorted({queue for queue, _, _, per_partition, _, _ in rows if per_partition})
     running = {}
     if by_partition:

@@ -84,15 +84,19 @@ def claimed_job(row) -> ClaimedJob:
 CLAIM_WINDOW = 1000
 CLAIM_MAX_KEYS = 1000
 
-# The claim's conditions, shared by the claim statements. Scalar subqueries, not NOT EXISTS:
-# the planner would turn those into anti-joins that scan every running job; these are one
-# index probe per candidate. ``KEY_FREE``: no job of the key runs (but those the statement
-# ends); ``FIRST_OF_KEY``: the candidate ``w`` is its key's first queued job, read as the key's
-# head in claim order, the order of ``ix_dl_jobs_queued_lock_key``, which reaches it at once
-# (the planner, believing few jobs queued after an ANALYZE under a held xmin, had walked the
-# seed's ``ix_dl_jobs_claim`` for it).
+# The claim's conditions, shared by the claim statements. Scalar subqueries, not NOT EXISTS: the
+# planner would turn those into anti-joins that scan every running job; these are one index probe
+# per candidate. ``KEY_FREE``: no job of the key runs (but those the statement ends), its status
+# condition spelled as ``ix_dl_jobs_running_lock_key``'s predicate, so that no other index of
+# running jobs serves it (spelled ``status = 'running'``, it was planned, after an ANALYZE under a
+# held xmin, over the seed's ``ix_dl_jobs_running_lease`` or ``ix_dl_jobs_status_queue``, walked
+# from end to end); ``FIRST_OF_KEY``: the candidate ``w`` is its key's first queued job, read as the
+# key's head in claim order, the order of ``ix_dl_jobs_queued_lock_key``, which reaches it at once
+# (the planner, believing few jobs queued after an ANALYZE under a held xmin, had walked the seed's
+# ``ix_dl_jobs_claim`` for it).
 KEY_FREE = """(SELECT true FROM dl_jobs r
-               WHERE r.lock_key = {key} AND r.status = 'running' AND r.job_id <> ALL (%(ending)s::uuid[])
+               WHERE r.lock_key = {key} AND r.status IS NOT DISTINCT FROM 'running'
+                 AND r.job_id <> ALL (%(ending)s::uuid[])
                LIMIT 1) IS NULL"""
 FIRST_OF_KEY = """(SELECT e.job_id FROM dl_jobs e
                WHERE e.queue = %(queue)s AND e.lock_key = w.lock_key AND e.status = 'queued'
