@@ -18,6 +18,7 @@ from pipeline_project.core import services as core_services
 from tests.audit.helpers import only_entry
 from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
 from tests.helpers import scoped_client
+from tests.jobs.conftest import enqueue
 from tests.jobs.dbstates.helpers import prepare
 from tests.jobs.processes.helpers import serving
 from tests.jobs.processes.test_admin import started
@@ -57,6 +58,7 @@ def test_the_job_pages_buttons_record_and_the_page_shows_the_trail(admin_client,
 
 def test_the_dashboards_pause_resume_and_limits_record(admin_client):
     base = "/admin/jobs/job/dashboard/queues/reports"
+    enqueue(task="t", queue="reports")  # the dashboard acts on the queues it lists
     admin_client.post(f"{base}/pause/")
     admin_client.post(f"{base}/resume/")
     admin_client.post(f"{base}/limits/", {"max_running": "3"})
@@ -169,7 +171,7 @@ def test_an_api_bulk_action_records_its_filter_and_count_and_a_dry_run_nothing(o
 
 def test_api_queue_and_schedule_actions_record(operator):
     schedule = schedule_services.schedule_create(values={"name": "n", "task": "t", "interval_sec": 60}, by="t")
-    operator.post("/api/v1/queues/q/pause")
+    operator.post("/api/v1/queues/q/pause", {"create": True}, format="json")
     operator.put("/api/v1/queues/q/limits", {"max_running": 2}, format="json")
     operator.post("/api/v1/queues/q/resume")
     operator.post(f"/api/v1/schedules/{schedule.pk}/pause")

@@ -38,8 +38,8 @@ def running_samples(queue: str, until: threading.Event) -> list[int]:
 
 
 def test_max_running_holds_across_four_workers_and_a_rate_is_kept():
-    services.queue_limits_set(queue="capped", by="test", max_running=3)
-    services.queue_limits_set(queue="paced", by="test", rate_limit=10, rate_period_sec=1)
+    services.queue_limits_set(queue="capped", by="test", max_running=3, create=True)
+    services.queue_limits_set(queue="paced", by="test", rate_limit=10, rate_period_sec=1, create=True)
     enqueue("capped", 200, 0.05)
     enqueue("paced", 35, 0.01)
     done, samples = threading.Event(), []

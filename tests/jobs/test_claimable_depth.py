@@ -59,7 +59,7 @@ def test_a_job_waiting_for_another_counts_once_that_one_succeeded():
 def test_a_paused_queue_has_none():
     for _ in range(3):
         enqueue(queue="q", task="t")
-    services.queue_pause(queue="q", by="test")
+    services.queue_pause(queue="q", by="test", create=True)
     enqueue(queue="other", task="t")
 
     assert claimable("q") == 0
@@ -71,7 +71,7 @@ def test_a_paused_queue_has_none():
 
 
 def test_a_concurrency_limit_caps_the_count_at_its_free_slots():
-    services.queue_limits_set(queue="q", max_running=5, by="test")
+    services.queue_limits_set(queue="q", max_running=5, by="test", create=True)
     for _ in range(3):
         enqueue(queue="q", task="t")
     assert len(claim("q", limited=True)) == 3
@@ -84,7 +84,7 @@ def test_a_concurrency_limit_caps_the_count_at_its_free_slots():
 
 
 def test_a_rate_limit_caps_the_count_at_the_starts_left_in_its_period():
-    services.queue_limits_set(queue="q", rate_limit=4, rate_period_sec=3600, by="test")
+    services.queue_limits_set(queue="q", rate_limit=4, rate_period_sec=3600, by="test", create=True)
     for _ in range(3):
         enqueue(queue="q", task="t")
     assert len(claim("q", limited=True)) == 3
@@ -96,7 +96,7 @@ def test_a_rate_limit_caps_the_count_at_the_starts_left_in_its_period():
 
 
 def test_limits_per_partition_cap_each_partition_apart():
-    services.queue_limits_set(queue="q", max_running=2, per_partition=True, by="test")
+    services.queue_limits_set(queue="q", max_running=2, per_partition=True, by="test", create=True)
     for _ in range(2):
         enqueue(queue="q", task="t", partition_key="a")
     assert len(claim("q", limited=True)) == 2
@@ -134,7 +134,7 @@ def test_a_key_whose_first_job_is_not_due_holds_back_the_due_ones_behind_it():
 
 def test_queues_without_claimable_jobs_report_zero():
     enqueue(queue="later", task="t", available_at=timezone.now() + timedelta(hours=1))
-    services.queue_limits_set(queue="limited-and-empty", max_running=3, by="test")
+    services.queue_limits_set(queue="limited-and-empty", max_running=3, by="test", create=True)
 
     depths = selectors.claimable_depths()
 
@@ -145,7 +145,7 @@ def test_metrics_endpoint_serves_the_claimable_depth(api):
     for _ in range(3):
         enqueue(queue="reports", task="t")
     enqueue(queue="reports", task="t", available_at=timezone.now() + timedelta(hours=1))
-    services.queue_pause(queue="paused", by="test")
+    services.queue_pause(queue="paused", by="test", create=True)
     enqueue(queue="paused", task="t")
 
     text = api.get("/metrics").content.decode()

@@ -57,7 +57,7 @@ def test_live_workers_and_status_section():
 
 def test_queues_show_depth_and_pause_state():
     enqueue(task="t", queue="a")
-    services.queue_pause(queue="b", by="ops")
+    services.queue_pause(queue="b", by="ops", create=True)
 
     assert [(q["name"], q["paused"], q["depth"], q["changed_by"]) for q in selectors.queues()] == [
         ("a", False, {"queued": 1}, ""),

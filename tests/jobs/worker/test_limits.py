@@ -14,8 +14,8 @@ pytestmark = ALL_DATABASES_COMMITTED
 
 
 def test_limited_queues_are_claimed_within_their_limits_and_tried_again_while_jobs_wait():
-    services.queue_limits_set(queue="paced", by="test", rate_limit=5, rate_period_sec=1)
-    services.queue_limits_set(queue="capped", by="test", max_running=1)
+    services.queue_limits_set(queue="paced", by="test", rate_limit=5, rate_period_sec=1, create=True)
+    services.queue_limits_set(queue="capped", by="test", max_running=1, create=True)
     for queue in ("paced", "paced", "paced", "paced", "paced", "paced", "plain", "plain"):
         enqueue(queue=queue, task="t")
     limited = LimitedQueues(["paced", "capped", "plain"])
@@ -34,7 +34,7 @@ def test_limited_queues_are_claimed_within_their_limits_and_tried_again_while_jo
 
 
 def test_ends_of_limited_queues_jobs_are_announced_once():
-    services.queue_limits_set(queue="capped", by="test", max_running=1)
+    services.queue_limits_set(queue="capped", by="test", max_running=1, create=True)
     limited = LimitedQueues(["capped", "plain"])
     limited.before_claims(time.monotonic())
     with listening("default", NOTIFY_CHANNEL) as received:
@@ -49,7 +49,7 @@ def test_ends_of_limited_queues_jobs_are_announced_once():
 def test_new_limits_are_read_when_they_change():
     limited = LimitedQueues(["q"])
     limited.before_claims(time.monotonic())
-    services.queue_limits_set(queue="q", by="test", max_running=2)
+    services.queue_limits_set(queue="q", by="test", max_running=2, create=True)
     assert "q" not in limited
     limited.refresh_soon()  # on NOTIFY dl_queues, or the safety sweep
     limited.before_claims(time.monotonic())
