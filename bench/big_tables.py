@@ -255,7 +255,7 @@ HELPERS = """
 CREATE FUNCTION pg_temp.h(n bigint, salt int) RETURNS float8 IMMUTABLE LANGUAGE sql
 AS $$ SELECT ((hashint8extended(n, salt) >> 11) & 9007199254740991)::float8 / 9007199254740992.0 $$;
 
--- A UUIDv7 as jobs.models.uuid7 makes it: 48-bit Unix milliseconds of ts, version 7, variant
+-- A UUIDv7 as jobs.queue.models.uuid7 makes it: 48-bit Unix milliseconds of ts, version 7, variant
 -- 10, the other bits from a hash of seed (reproducible).
 -- (One expression, no FROM, as volatile as its parts: the planner inlines it.)
 CREATE FUNCTION pg_temp.uuid7(ts timestamptz, seed bigint) RETURNS uuid STABLE LANGUAGE sql AS $$
@@ -543,7 +543,7 @@ SELECT j.*, CASE WHEN j.status = 'queued' THEN 0 ELSE 1 END AS attempt FROM (
            'ingestion:' || run_id || ':download:source_url_url:' || digest, 'ingestion:' || run_id || ':source_url_url:' || digest,
            100, NULL, 5, 60, link_ts, doc_start - link_ts, doc_end - doc_start,
            pg_temp.job_status(%(t0)s, doc_start, doc_end, doc_fate = 'failed'),
-           'FatalError: ' || doc_error, 'jobs.handlers.FatalError', format(%(traceback)s, 165, 'download', doc_error),
+           'FatalError: ' || doc_error, 'jobs.queue.handlers.FatalError', format(%(traceback)s, 165, 'download', doc_error),
            CASE WHEN doc_fate = 'skipped' THEN jsonb_build_object('skipped', 'not a document: text/html')
                 ELSE jsonb_build_object('bytes', bytes, 'sha256', md5(url) || md5(digest), 'kind', 'pdf') END,
            (%(workers)s::text[])[1 + mod(k, %(worker_count)s)]
@@ -555,7 +555,7 @@ SELECT j.*, CASE WHEN j.status = 'queued' THEN 0 ELSE 1 END AS attempt FROM (
            'ingestion:' || run_id || ':ocr:document_url:' || digest, 'ingestion:' || run_id || ':document_url:' || digest,
            100, NULL, 5, 300, doc_end, ocr_start - doc_end, ocr_end - ocr_start,
            pg_temp.job_status(%(t0)s, ocr_start, ocr_end, ocr_fate = 'failed'),
-           'FatalError: ' || ocr_error, 'jobs.handlers.FatalError', format(%(traceback)s, 196, 'ocr', ocr_error),
+           'FatalError: ' || ocr_error, 'jobs.queue.handlers.FatalError', format(%(traceback)s, 196, 'ocr', ocr_error),
            CASE WHEN ocr_fate = 'skipped' THEN jsonb_build_object('skipped', 'tesseract is not installed')
                 ELSE jsonb_build_object('status', CASE WHEN ocr_fate = 'review_required' THEN 'review_required'
                                                        ELSE 'completed' END,

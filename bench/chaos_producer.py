@@ -1,5 +1,5 @@
 """The chaos bench's producer: a steady stream of no-op jobs through the public producer API
-(``jobs.services.job_enqueue_many``), as a daemon of ours would send them.
+(``jobs.queue.services.job_enqueue_many``), as a daemon of ours would send them.
 
     .venv/bin/python bench/chaos_producer.py TAG CONTROL_FILE STATUS_FILE
 
@@ -61,7 +61,7 @@ class Producer:
     def send(self, count: int) -> None:
         from django.db import DatabaseError, connection
 
-        from jobs import services
+        from jobs.queue import services
 
         first = self.counters["offered"]
         specs = [

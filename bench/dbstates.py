@@ -17,7 +17,7 @@ turns (the VM's speed drifts), the order flipping every round:
 3. floor      the same script by hand: cp -a the image's base (the engine's initdb output) →
               start → psql -X -v ON_ERROR_STOP=1 -f → CHECKPOINT → fast stop → cp -a → start →
               connect. Servers are started and stopped with the engine's own helpers
-              (jobs.dbstates.postgres.start/stop: the postgres binary, as the engine's server
+              (jobs.dbstates.engine.postgres.start/stop: the postgres binary, as the engine's server
               user, with its settings — fsync off — and its 5 ms readiness poll; pg_ctl -w
               would poll every 100 ms and flatter the engine).
 
@@ -210,7 +210,7 @@ class Engine:
     def prepare(self, script: Path) -> dict:
         """Submit → succeeded → connected; the seconds of each phase (they add up to ``total``)."""
         from jobs.dbstates import services
-        from jobs.dbstates.steps import PrepareRequest
+        from jobs.dbstates.engine.steps import PrepareRequest
 
         self.tracer.take()
         started = time.perf_counter()
@@ -256,7 +256,7 @@ class Engine:
                     break
 
     def _instance_drop(self, instance_id: str) -> None:
-        from jobs.dbstates import postgres, statefs
+        from jobs.dbstates.engine import postgres, statefs
         from jobs.dbstates.models import Instance
 
         data_dir = Path(Instance.objects.get(instance_id=instance_id).runtime_dir)
@@ -287,7 +287,7 @@ class Floor:
 
     @contextmanager
     def _dirs(self, *names: str):
-        from jobs.dbstates import postgres, statefs
+        from jobs.dbstates.engine import postgres, statefs
 
         tag = uuid.uuid4().hex
         where = {
@@ -312,7 +312,7 @@ class Floor:
 
     def cached(self, state: Path) -> dict:
         """cp -a the state → start → connect."""
-        from jobs.dbstates import postgres
+        from jobs.dbstates.engine import postgres
 
         with self._dirs("instance") as (instance,):
             marks = [("", time.perf_counter())]
@@ -326,7 +326,7 @@ class Floor:
 
     def uncached(self, base: Path, script: Path) -> dict:
         """cp -a base → start → psql -f → CHECKPOINT → fast stop → cp -a → start → connect."""
-        from jobs.dbstates import postgres
+        from jobs.dbstates.engine import postgres
 
         with self._dirs("build", "instance") as (build, instance):
             marks = [("", time.perf_counter())]
@@ -370,7 +370,7 @@ def engine_worker(concurrency: int):
     from django.conf import settings
 
     import jobs.dbstates.job_handlers  # noqa: F401  (registers sqlrs.prepare)
-    from jobs.handlers import registry
+    from jobs.queue.handlers import registry
     from jobs.runtime.build import build_worker
     from jobs.runtime.config import WorkerConfig
 
@@ -388,7 +388,7 @@ def engine_worker(concurrency: int):
 
 def servers_stop(store: Path) -> int:
     """Stop every server left under the bench's state store; how many were running."""
-    from jobs.dbstates import postgres
+    from jobs.dbstates.engine import postgres
 
     stopped = 0
     for pid_file in store.glob("**/postmaster.pid"):
@@ -433,7 +433,7 @@ def create_cost_ms(directory: Path, files: int = 500) -> float:
 
 
 def describe(args, image, store: Path, first: dict, base: Path, state: Path) -> None:
-    from jobs.dbstates import postgres, statefs
+    from jobs.dbstates.engine import postgres, statefs
 
     fs_type = subprocess.run(
         ["stat", "-f", "-c", "%T", str(store)], capture_output=True, text=True, check=False
@@ -526,7 +526,7 @@ def main() -> None:
         params = server_params()  # django.setup(), with the settings above
         create_bench_databases(params)
         use_bench_databases()
-        from jobs.dbstates import images, statefs
+        from jobs.dbstates.engine import images, statefs
 
         image = images.image_resolve(args.image)
         trace_engine(tracer)

@@ -39,7 +39,7 @@ TARGET_RACE_SHARE = 0.01
 
 def enqueue(args, seed: int) -> dict[str, float]:
     """The jobs, one statement; return each key's total handler seconds."""
-    from jobs import services
+    from jobs.queue import services
 
     rng = random.Random(seed)
     durations = [rng.uniform(args.min_ms, args.max_ms) / 1000 for _ in range(args.jobs)]

@@ -130,7 +130,7 @@ def count_jobs(params: dict, status: str) -> int:
 
 
 def job_specs(start: int, count: int, *, task: str = "jobs.noop") -> list:
-    from jobs.services import JobSpec
+    from jobs.queue.services import JobSpec
 
     return [JobSpec(queue=QUEUE, task=task, lock_key=f"{QUEUE}-{number}") for number in range(start, start + count)]
 
@@ -172,7 +172,7 @@ def wait_until(condition, process: subprocess.Popen, *, what: str, timeout: floa
 
 def enqueue_in_batches(count: int, batch: int) -> float:
     """Enqueue ``count`` no-op jobs, ``batch`` per job_enqueue_many call; return the seconds."""
-    from jobs import services
+    from jobs.queue import services
 
     started = time.perf_counter()
     for start in range(0, count, batch):
@@ -327,7 +327,7 @@ def enqueue_single_rows(threads: int, per_thread: int) -> float:
     """One-row job_enqueue_many calls (a committed transaction each) from ``threads`` connections."""
     from django.db import connection
 
-    from jobs import services
+    from jobs.queue import services
 
     def work(index: int) -> None:
         try:
@@ -426,8 +426,8 @@ def bench_http(params: dict, env: dict, args) -> None:
 
 def start_latencies(params: dict, env: dict, jobs: int) -> list[float]:
     """Enqueue one job at a time to an idle worker; ms from the producer's commit to the handler's start."""
-    from jobs import selectors, services
-    from jobs.models import FINISHED_STATUSES
+    from jobs.queue import selectors, services
+    from jobs.queue.models import FINISHED_STATUSES
 
     committed = {}
     with (
@@ -523,7 +523,7 @@ def claim_durations(limit: int, count: int) -> list[float]:
     """Time ``count`` claims of ``limit`` jobs, each in a transaction that is rolled back."""
     from django.db import transaction
 
-    from jobs import services
+    from jobs.queue import services
 
     def claim_and_roll_back() -> None:
         with transaction.atomic():

@@ -6,7 +6,7 @@ the checkout's root, ``bench`` is a namespace package on the path next to manage
 
 import time
 
-from jobs.handlers import task
+from jobs.queue.handlers import task
 
 
 @task("bench.stamp")

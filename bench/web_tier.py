@@ -97,7 +97,7 @@ def seed(params: dict) -> dict:
     from ingestion import services as ingestion
     from ingestion.models import Source
     from jobs.processes import services as processes
-    from jobs.services import JobSpec, job_enqueue_many
+    from jobs.queue.services import JobSpec, job_enqueue_many
 
     job_enqueue_many(specs=[JobSpec(queue="web", task="bench.noop", lock_key=f"seed-{n}") for n in range(1000)])
     load_rows(params, STAGE_ROWS)

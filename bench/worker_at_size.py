@@ -49,7 +49,7 @@ def connect(params: dict, prefix: str) -> psycopg.Connection:
 
 
 def enqueue(conn: psycopg.Connection, count: int) -> None:
-    from jobs.models import uuid7
+    from jobs.queue.models import uuid7
 
     for start in range(0, count, 1000):
         conn.execute(ENQUEUE_SQL, {"queue": QUEUE, "ids": [uuid7() for _ in range(min(1000, count - start))]})
@@ -148,7 +148,7 @@ def now(conn: psycopg.Connection):
 
 
 def bench_retention(params: dict, prefix: str, args) -> None:
-    from jobs.services import maintenance
+    from jobs.queue.services import maintenance
 
     env = environment(params, prefix)
     with connect(params, prefix) as conn, runworker(env, CONCURRENCY, "--no-reaper") as worker:

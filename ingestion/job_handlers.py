@@ -3,7 +3,7 @@ periodic task: ``ingestion.worker``)."""
 
 from ingestion import services, steps
 from ingestion.stopping import Stopped
-from jobs.handlers import FatalError, JobCancelled, task
+from jobs.queue.handlers import FatalError, JobCancelled, task
 
 
 def _run_step(ctx, name: str, work):

@@ -19,7 +19,7 @@ from ingestion.models import (
     RunStageCount,
 )
 from ingestion.stats import STATS_SHAPE
-from jobs.selectors import JobStatus, jobs_with_args
+from jobs.queue.selectors import JobStatus, jobs_with_args
 from pipeline_project.api.errors import NotFoundError
 
 PROBLEM_STATUSES = (ItemStatus.FAILED, ItemStatus.REVIEW_REQUIRED)

@@ -70,7 +70,7 @@ INSTALLED_APPS = [
     "pgtrigger",
     "pipeline_project.core",
     "tracking",
-    "jobs",
+    "jobs.queue",
     "jobs.processes",
     "jobs.schedules",
     "ingestion",
@@ -118,7 +118,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
             ],
             # The job console's tags live with the console, not in an app's templatetags.
-            "libraries": {name: f"jobs.console.templatetags.{name}" for name in ("job_times", "status_palette")},
+            "libraries": {name: f"jobs.queue.console.templatetags.{name}" for name in ("job_times", "status_palette")},
         },
     },
 ]
@@ -271,7 +271,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "IngestionRunStatusEnum": "ingestion.models.RunStatus",
         "IngestionItemStatusEnum": "ingestion.models.ItemStatus",
-        "JobStatusEnum": "jobs.models.JobStatus",
+        "JobStatusEnum": "jobs.queue.models.JobStatus",
     },
     # The schema and the docs need the same access as the API.
     "SERVE_PERMISSIONS": ["pipeline_project.api.permissions.IsDaemonOrPermittedStaff"],
@@ -371,10 +371,10 @@ SQLRS_SCRIPT_ROOTS = env_list("SQLRS_SCRIPT_ROOTS", f"{VAR_DIR / 'scripts'},/tmp
 DL_EVENTS_RECHECK_SEC = env_number("DL_EVENTS_RECHECK_SEC", 5)  # a follower re-reads this often without a NOTIFY
 DL_EVENTS_MAX_FOLLOW_SEC = env_number("DL_EVENTS_MAX_FOLLOW_SEC", 3600)  # then the client resumes with ?after=
 
-TASKS = {"default": {"BACKEND": "jobs.tasks_backend.DatabaseBackend", "QUEUES": []}}
+TASKS = {"default": {"BACKEND": "jobs.queue.tasks_backend.DatabaseBackend", "QUEUES": []}}
 
-STATUS_SECTIONS = ["jobs.selectors.status_section"]
-METRICS_COLLECTORS = ["jobs.worker.metrics.QueueDepthCollector"]
+STATUS_SECTIONS = ["jobs.queue.selectors.status_section"]
+METRICS_COLLECTORS = ["jobs.queue.worker.metrics.QueueDepthCollector"]
 # With PROMETHEUS_MULTIPROC_DIR set, a process writes its metrics there from the first one made (at
 # import): a directory not made yet crashed every process but the one that makes it (the web role).
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

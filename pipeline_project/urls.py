@@ -10,7 +10,7 @@ urlpatterns = [
     path("api/v1/schema", views.SchemaView.as_view(), name="api-schema"),
     path("api/v1/docs", views.DocsView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/pipeline/", include("tracking.api.urls")),
-    path("api/v1/", include("jobs.api.urls")),
+    path("api/v1/", include("jobs.queue.api.urls")),
     path("api/v1/", include("jobs.processes.api.urls")),
     path("api/v1/", include("jobs.schedules.api.urls")),
     path("api/v1/ingestion/", include("ingestion.api.urls")),

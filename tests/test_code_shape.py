@@ -17,7 +17,15 @@ MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 # The apps (innermost first: a module belongs to the first that contains it). The rest of the
 # service is kits every app may use: the runtime (jobs.runtime) and pipeline_project's api, web, db.
-APPS = ("jobs.processes", "jobs.schedules", "jobs.dbstates", "pipeline_project.core", "jobs", "ingestion", "tracking")
+APPS = (
+    "jobs.processes",
+    "jobs.schedules",
+    "jobs.dbstates",
+    "pipeline_project.core",
+    "jobs.queue",
+    "ingestion",
+    "tracking",
+)
 RUNTIME = "jobs.runtime"
 # What an app offers the others: its state changes, its reads, and the APIs apps write work
 # against (``@task``, ``@namespace``, the latter two also at their documented older paths).
@@ -72,7 +80,7 @@ def long_functions(tree: ast.AST, strings: set[int]):
 
 def test_service_modules_are_found():
     modules = {str(path.relative_to(ROOT)) for path in service_modules()}
-    assert {"jobs/services/claims.py", "pipeline_project/settings.py", "tracking/services.py"} <= modules
+    assert {"jobs/queue/services/claims.py", "pipeline_project/settings.py", "tracking/services.py"} <= modules
     assert not any("/migrations/" in module or module.startswith("tests/") for module in modules)
 
 
@@ -187,7 +195,9 @@ def test_no_two_modules_of_one_app_share_a_name():
 
 
 def test_a_private_import_and_an_app_import_in_the_runtime_are_found():
-    tree = ast.parse("from jobs.services.operators import jobs_cancel\nfrom jobs import models\n")
-    assert {"jobs.services.operators", "jobs.models"} <= imported_modules(tree, "jobs.dbstates.services.jobs")
-    assert app_of("jobs.runtime.loop") is None and app_of("jobs.worker.source") == "jobs"
+    tree = ast.parse("from jobs.queue.services.operators import jobs_cancel\nfrom jobs.queue import models\n")
+    assert {"jobs.queue.services.operators", "jobs.queue.models"} <= imported_modules(
+        tree, "jobs.dbstates.services.prepare_jobs"
+    )
+    assert app_of("jobs.runtime.loop") is None and app_of("jobs.queue.worker.source") == "jobs.queue"
     assert app_of("jobs.dbstates.api.views") == "jobs.dbstates" and app_of("pipeline_project.web.handler") is None

@@ -270,7 +270,7 @@ def full_reads(alias: str, sql: str, params) -> list[str]:
 
 
 def test_retention_reads_no_big_table_whole(seeded):
-    from jobs.services import maintenance
+    from jobs.queue.services import maintenance
 
     for statement, params in (
         (maintenance._PRUNE_AGED, {"age": 7 * 86400, "batch": maintenance.RETENTION_BATCH}),
@@ -281,7 +281,7 @@ def test_retention_reads_no_big_table_whole(seeded):
 
 def test_the_claimable_depth_reads_only_due_jobs_through_the_claim_index(seeded):
     # /metrics runs it too (APIS); here also with a paused queue and limited ones, whose budgets it reads.
-    from jobs import selectors, services
+    from jobs.queue import selectors, services
 
     assert selectors.claimable_depths()["queue-0"] == 600  # the seeded queued jobs, each of its own key
     with connections["default"].cursor() as cursor:  # its sorts off were its statement's only

@@ -22,8 +22,8 @@ from django.db.models.functions import Now
 
 from ingestion import selectors
 from ingestion.models import ENDED_RUN_STATUSES, IngestionItem, IngestionRun, ItemStatus, RunStage, RunStatus, Source
-from jobs.selectors import JobStatus, jobs_with_args
-from jobs.services import Enqueued, JobSpec, Selection, job_enqueue_many, jobs_cancel, jobs_retry
+from jobs.queue.selectors import JobStatus, jobs_with_args
+from jobs.queue.services import Enqueued, JobSpec, Selection, job_enqueue_many, jobs_cancel, jobs_retry
 from pipeline_project.api.errors import ConflictError, InvalidInputError, NotFoundError
 from pipeline_project.db import sql
 from pipeline_project.db.storable import json_problem

@@ -9,7 +9,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from jobs.dbstates import deletion, selectors, services
+from jobs.dbstates import deletion_tree, selectors, services
 from jobs.dbstates.models import Instance, Name, PrepareEvent, PrepareJob, PrepareTask, State
 from pipeline_project.api.errors import ApplicationError
 from pipeline_project.audit.services import audited
@@ -66,7 +66,7 @@ class ServiceDeletionMixin:
         actions.pop("delete_selected", None)  # one tree at a time, previewed
         return actions
 
-    def delete_service(self, obj, **flags) -> deletion.DeleteResult:
+    def delete_service(self, obj, **flags) -> deletion_tree.DeleteResult:
         raise NotImplementedError
 
     def delete_view(self, request, object_id, extra_context=None):
@@ -245,7 +245,7 @@ class InstanceAdmin(OneSnapshotPagesMixin, ServiceDeletionMixin, ReadOnlyAdminMi
 
     @admin.display(description="live connections")
     def connections(self, obj):
-        return deletion.instance_connections(obj)
+        return deletion_tree.instance_connections(obj)
 
     @admin.display(description="names")
     def names_list(self, obj):

@@ -16,10 +16,11 @@ from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from jobs.dbstates import images, planning, selectors, services, statefs, steps
+from jobs.dbstates import selectors, services
 from jobs.dbstates.config import config_value, duration_seconds
+from jobs.dbstates.engine import images, prepare_args, statefs, steps
+from jobs.dbstates.engine.steps import PrepareRequest
 from jobs.dbstates.models import CacheEviction, State
-from jobs.dbstates.steps import PrepareRequest
 from pipeline_project.api.errors import InvalidInputError, NotFoundError
 from pipeline_project.db.snapshot import snapshot
 
@@ -185,14 +186,14 @@ def prepare_explain(*, request: PrepareRequest) -> dict:
     except steps.PlanFailed as exc:
         raise InvalidInputError(str(exc), code="invalid_argument", details={"output": exc.details}) from None
     hashes = [step.task_hash for step in planned]
-    state_id = planning.chain([s.step for s in planned], hashes, resolved_image_id=image.resolved_id)[
+    state_id = prepare_args.chain([s.step for s in planned], hashes, resolved_image_id=image.resolved_id)[
         -1
     ].output_state_id
     hit = selectors.state_exists(state_id=state_id)
     return {
         "decision": "hit" if hit else "miss",
         "reason_code": "exact_state_match" if hit else "no_matching_state",
-        "signature": planning.signature(task_hashes=hashes, resolved_image_id=image.resolved_id, plan_only=False),
+        "signature": prepare_args.signature(task_hashes=hashes, resolved_image_id=image.resolved_id, plan_only=False),
         "matched_state_id": state_id if hit else None,
         "resolved_image_id": image.resolved_id,
     }

@@ -2,8 +2,8 @@
 (its periodic tasks: ``jobs.dbstates.worker``)."""
 
 from jobs.dbstates import services
-from jobs.dbstates.executor import prepare_job_run
-from jobs.handlers import task
+from jobs.dbstates.engine.executor import prepare_job_run
+from jobs.queue.handlers import task
 
 
 @task(services.PREPARE_TASK, retry_backoff_sec=1)

@@ -243,7 +243,7 @@ class CacheEviction(models.Model):
 class EngineHost(models.Model):
     """Where the engine lives (one row): the state store's engine id and the host it is on, written
     by the first worker that serves the engine's queue; workers elsewhere refuse to serve it
-    (``jobs.dbstates.placement``)."""
+    (``jobs.dbstates.engine.placement``)."""
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     engine_id = models.CharField(max_length=64)

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
-from jobs.dbstates import executor
+from jobs.dbstates.engine import executor
 from jobs.dbstates.models import PrepareJob
 
 

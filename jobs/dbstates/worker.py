@@ -13,8 +13,9 @@ job left) after its drain, before it exits: a fast shutdown each, within the sto
 
 from django.conf import settings
 
-from jobs.dbstates import cache, placement, servers, services, statefs
-from jobs.dbstates.executor import job_dirs_sweep
+from jobs.dbstates import cache, services
+from jobs.dbstates.engine import placement, servers, statefs
+from jobs.dbstates.engine.executor import job_dirs_sweep
 from jobs.runtime.periodic import PeriodicWork
 from jobs.runtime.registry import at_exit, periodic_tasks, start_check
 

@@ -1,7 +1,7 @@
 """The worker runtime: one process model for every kind of background work.
 
 A ``runworker`` process is a :class:`~jobs.runtime.loop.Runtime` serving one or more work
-sources (the job queue: ``jobs.worker``; process namespaces: ``jobs.processes.worker``), built by
+sources (the job queue: ``jobs.queue.worker``; process namespaces: ``jobs.processes.worker``), built by
 :mod:`build` from its configuration (:mod:`config`) and what apps registered (:mod:`registry`:
 kinds of work and their settings, periodic tasks and their ledger, start checks, module
 options); ``runreaper`` runs the periodic tasks alone. The runtime imports no app (the
@@ -20,4 +20,6 @@ code-shape test holds it to that); it owns what every kind of work needs the sam
 
 A work source (:class:`~jobs.runtime.loop.WorkSource`) brings the rest: what to claim, how
 to run it, what to write when it ends.
+
+May import: the shared layers (``pipeline_project.db``) and nothing of any app.
 """

@@ -1,6 +1,6 @@
 """How a runtime process is known to the others: its name in leases, events and logs, and the
 advisory lock its listening session holds. It imports nothing of the runtime, so that the services
-that read them (``jobs.services.workers_without_session``, ``workers_gone``) load none of it."""
+that read them (``jobs.queue.services.workers_without_session``, ``workers_gone``) load none of it."""
 
 import os
 import socket
@@ -10,7 +10,7 @@ import uuid
 def worker_session_key(worker_id: uuid.UUID) -> int:
     """The advisory lock a worker's listening session holds while it lives, which is exactly as
     long as the worker's process: a held one says the worker is alive
-    (``jobs.services.workers_without_session``)."""
+    (``jobs.queue.services.workers_without_session``)."""
     return int.from_bytes(worker_id.bytes[:8], "big", signed=True)
 
 

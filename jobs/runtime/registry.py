@@ -8,7 +8,7 @@ package), which ``runworker`` and ``runreaper`` import at start (:func:`load`):
 - ``@work_source("kind")`` on a class implementing ``jobs.runtime.loop.WorkSource`` with a
   ``build(names, setup)`` classmethod and a ``name_problem(name)`` one (why a name cannot be
   served, or None); WORKERS_JSON entries ``{"kind": NAME, "concurrency": N}`` and the flag
-  ``--kind NAME[:N]`` are served by it (``jobs.worker``: queues; ``jobs.processes.worker``:
+  ``--kind NAME[:N]`` are served by it (``jobs.queue.worker``: queues; ``jobs.processes.worker``:
   process namespaces). Its settings are a ``jobs.runtime.config.kind_settings`` dataclass.
 - ``@periodic_tasks`` on a function of the worker's configuration that returns the app's
   :class:`~jobs.runtime.periodic.PeriodicWork` list; ``@periodic_ledger`` on the function that
@@ -55,7 +55,7 @@ class WorkerSetup:
     the worker names itself (leases, events, logs)."""
 
     config: "WorkerConfig"
-    handlers: Any  # jobs.handlers.Registry
+    handlers: Any  # jobs.queue.handlers.Registry
     worker_id: Any  # uuid.UUID
     name: str
 
@@ -101,7 +101,7 @@ def start_check(check: Callable[[Served], None]):
 
 def on_start(hook: Callable[[Any], None]):
     """Register a function every worker calls when it starts, after the start checks pass:
-    ``hook(handlers)`` with its task handlers (``jobs.handlers.Registry``)."""
+    ``hook(handlers)`` with its task handlers (``jobs.queue.handlers.Registry``)."""
     if hook not in _start_hooks:
         _start_hooks.append(hook)
     return hook

@@ -3,7 +3,7 @@ and the schedule's tick that moves the demo's tracked files through their stages
 
 import time
 
-from jobs.handlers import FatalError, task
+from jobs.queue.handlers import FatalError, task
 from pipeline_project.demo import tracking
 
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobs import services
-from jobs.models import Job, Queue, QueueStart
-from jobs.services import JobSpec
+from jobs.queue import services
+from jobs.queue.models import Job, Queue, QueueStart
+from jobs.queue.services import JobSpec
 from pipeline_project.demo.config import IDEMPOTENCY_PREFIX, PRODUCER, QUEUES
 
 ETL, REPORTS = QUEUES

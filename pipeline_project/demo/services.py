@@ -11,16 +11,16 @@ from django.db import transaction
 
 from ingestion import services as ingestion_services
 from ingestion.models import ENDED_RUN_STATUSES, HostSlot, IngestionRun, RobotsTxt, Source, SourcePace
+from jobs.dbstates.engine.steps import PrepareRequest
 from jobs.dbstates.models import Instance, PrepareJob, State
-from jobs.dbstates.services import jobs as prepare_jobs
+from jobs.dbstates.services import prepare_jobs
 from jobs.dbstates.services.deletions import instance_delete, prepare_job_delete, state_delete
-from jobs.dbstates.steps import PrepareRequest
 from jobs.processes import services as process_services
 from jobs.processes.models import Process
+from jobs.queue.selectors import jobs_with_args
+from jobs.queue.services import Selection, jobs_delete
 from jobs.schedules import services as schedule_services
 from jobs.schedules.models import Schedule
-from jobs.selectors import jobs_with_args
-from jobs.services import Selection, jobs_delete
 from pipeline_project.api.errors import InvalidInputError
 from pipeline_project.demo import config, jobs, tracking
 

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
-from jobs.models import Job, Queue
+from jobs.queue.models import Job, Queue
 from pipeline_project.api.errors import InvalidInputError
 from pipeline_project.core import services as core_services
 from pipeline_project.core.models import ApiToken

@@ -9,9 +9,9 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from ingestion.models import IngestionRun, Source
-from jobs import services
-from jobs.models import Job
 from jobs.processes import services as process_services
+from jobs.queue import services
+from jobs.queue.models import Job
 from jobs.schedules import services as schedule_services
 from pipeline_project.audit.models import AuditEntry
 from pipeline_project.core import services as core_services

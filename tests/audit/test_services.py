@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import RequestFactory
 
-from jobs.models import Queue
+from jobs.queue.models import Queue
 from pipeline_project.api.errors import ConflictError
 from pipeline_project.audit.models import AuditEntry
 from pipeline_project.audit.services import MAX_RECORDED_IDS, Actor, audited

@@ -9,9 +9,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from ingestion.models import IngestionRun, Source
-from jobs.models import Job, Queue
 from jobs.processes import services as process_services
 from jobs.processes.models import Process
+from jobs.queue.models import Job, Queue
 from jobs.schedules import services as schedule_services
 from pipeline_project.audit.models import AuditEntry
 from pipeline_project.core import services as core_services
@@ -22,7 +22,7 @@ from tests.jobs.conftest import enqueue
 from tests.jobs.dbstates.helpers import prepare
 from tests.jobs.processes.helpers import serving
 from tests.jobs.processes.test_admin import started
-from tests.jobs.test_admin import CHANGELIST, jobs, post_action  # noqa: F401  (jobs: a fixture)
+from tests.jobs.queue.test_admin import CHANGELIST, jobs, post_action  # noqa: F401  (jobs: a fixture)
 from tracking.models import PipelineTracking
 
 pytestmark = ALL_DATABASES

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 from pipeline_client import Client
 
-from jobs.models import Worker
+from jobs.queue.models import Worker
 from pipeline_project.core import services
 from tests.e2e.conftest import runworker
 from tests.helpers import wait_for

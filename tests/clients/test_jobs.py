@@ -7,7 +7,7 @@ import httpx
 import pytest
 from pipeline_client import AuthError, InvalidRequestError, JobSpec, NotFoundError
 
-from jobs.models import Job
+from jobs.queue.models import Job
 from tests.clients.helpers import LoseFirstAnswer, client, token, worker
 from tests.conftest import ALL_DATABASES_COMMITTED
 

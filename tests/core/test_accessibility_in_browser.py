@@ -9,8 +9,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from ingestion.models import IngestionItem, IngestionRun, ItemStatus, RunStatus, Source
-from jobs import services
-from jobs.models import Job, JobStatus
+from jobs.queue import services
+from jobs.queue.models import Job, JobStatus
 from jobs.schedules import services as schedule_services
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import chromium, logged_in_page, needs_chromium

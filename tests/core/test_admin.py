@@ -68,8 +68,8 @@ def test_a_view_only_user_cannot_revoke_tokens(client):
 
 
 def test_a_big_tables_list_pages_by_key_newest_first_and_counts_from_the_counts(admin_client):
-    from jobs import services as job_services
-    from jobs.models import Job
+    from jobs.queue import services as job_services
+    from jobs.queue.models import Job
 
     job_services.job_enqueue_many(
         specs=[job_services.JobSpec(queue="paged", task="t", lock_key=f"k{n}") for n in range(250)]

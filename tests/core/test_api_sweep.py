@@ -27,9 +27,9 @@ from schemathesis import GenerationMode
 import tests.jobs.processes.processors  # noqa: F401  (registers the test.* namespaces)
 from ingestion import services as ingestion_services
 from ingestion.models import Source
-from jobs import services as job_services
 from jobs.dbstates.models import Instance, Name, PrepareJob, State
 from jobs.processes import services as process_services
+from jobs.queue import services as job_services
 from pipeline_project.web.notifications import blocking_hub
 from pipeline_project.wsgi import application
 from tests.conftest import ALL_DATABASES_COMMITTED

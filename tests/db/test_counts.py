@@ -7,7 +7,7 @@ import threading
 import psycopg
 from django.db import connections
 
-from jobs.models import JOB_COUNTS
+from jobs.queue.models import JOB_COUNTS
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection, run_in_threads
 

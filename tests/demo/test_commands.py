@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from ingestion.models import Source
-from jobs.models import Job
+from jobs.queue.models import Job
 from pipeline_project.demo import config
 
 DB = pytest.mark.django_db(databases=["default", "pipeline"])

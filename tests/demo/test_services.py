@@ -3,11 +3,11 @@
 import pytest
 
 from ingestion.models import IngestionRun, Source
-from jobs import services as job_services
 from jobs.dbstates.models import PrepareJob
-from jobs.dependency_rules import WAITING_AVAILABLE_AT
-from jobs.models import Job
 from jobs.processes.models import Process, Task
+from jobs.queue import services as job_services
+from jobs.queue.dependency_rules import WAITING_AVAILABLE_AT
+from jobs.queue.models import Job
 from jobs.schedules import services as schedule_services
 from jobs.schedules.models import Schedule
 from pipeline_project.api.errors import InvalidInputError

@@ -315,7 +315,7 @@ def test_every_probe_asks_what_the_image_answers(path):
             command = probe["exec"]["command"]
             if "manage.py" in command:
                 assert command[:3] == ["python", "manage.py", "workerhealth"]
-                assert (ROOT / "jobs/management/commands/workerhealth.py").exists()
+                assert (ROOT / "jobs/queue/management/commands/workerhealth.py").exists()
                 assert probe["timeoutSeconds"] >= 5  # the command takes about a second
             else:  # ci: the image's own check, a GET of /health on the probe port (podman would run curl)
                 assert command == ["/app/docker-entrypoint.sh", "health"] and role(container) == "web"

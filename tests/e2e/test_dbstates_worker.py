@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.dbstates import postgres, statefs
+from jobs.dbstates.engine import postgres, statefs
 from jobs.dbstates.models import PrepareJob, PrepareTask, State
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import subprocess_database_env

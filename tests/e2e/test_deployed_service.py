@@ -19,7 +19,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from ingestion.models import IngestionRun
-from jobs.models import Job, JobEvent, Worker
+from jobs.queue.models import Job, JobEvent, Worker
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection
 from tests.e2e.conftest import runworker

@@ -9,8 +9,8 @@ import time
 
 from django.db import DatabaseError, connection, connections
 
-from jobs import services
-from jobs.models import Job, JobEvent, Worker
+from jobs.queue import services
+from jobs.queue.models import Job, JobEvent, Worker
 from jobs.runtime.names import worker_session_key
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection, subprocess_database_env

@@ -3,8 +3,8 @@ cancels what needs it and runs what may run anyway."""
 
 import uuid
 
-from jobs import services
-from jobs.models import Job, JobEvent
+from jobs.queue import services
+from jobs.queue.models import Job, JobEvent
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.e2e.conftest import runworker
 from tests.helpers import wait_for

@@ -5,8 +5,8 @@ import threading
 import time
 from contextlib import ExitStack
 
-from jobs import services
-from jobs.models import Job
+from jobs.queue import services
+from jobs.queue.models import Job
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection
 from tests.e2e.conftest import runworker, status_counts

@@ -7,7 +7,7 @@ import time
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 
-from jobs.models import Job, Worker
+from jobs.queue.models import Job, Worker
 from jobs.schedules import services
 from jobs.schedules.models import Schedule
 from tests.conftest import ALL_DATABASES_COMMITTED

@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from ingestion import services as ingestion
-from jobs.models import Worker
+from jobs.queue.models import Worker
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.e2e.servers import account, shipped
 from tests.e2e.test_deployed_service import log_in

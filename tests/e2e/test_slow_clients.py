@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from jobs import services as jobs
+from jobs.queue import services as jobs
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.core.helpers import error_problem
 from tests.e2e.servers import web_server

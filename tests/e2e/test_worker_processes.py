@@ -10,8 +10,8 @@ import urllib.request
 import psycopg
 import pytest
 
-from jobs import services
-from jobs.models import Job, JobEvent, Worker
+from jobs.queue import services
+from jobs.queue.models import Job, JobEvent, Worker
 from pipeline_project.db import embedded as embedded_postgres
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection, subprocess_database_env

@@ -15,11 +15,11 @@ from django.utils import timezone
 
 from ingestion import services as ingestion_services
 from ingestion.models import IngestionRun, Source
-from jobs import services
-from jobs.dbstates.engine import engine_instance_id
+from jobs.dbstates.engine.identity import engine_instance_id
 from jobs.dbstates.models import EngineHost
-from jobs.models import Job, PeriodicTask, Worker
 from jobs.processes.models import Process
+from jobs.queue import services
+from jobs.queue.models import Job, PeriodicTask, Worker
 from jobs.runtime import registry
 from jobs.runtime.config import WorkerConfig
 from tests.conftest import ALL_DATABASES_COMMITTED

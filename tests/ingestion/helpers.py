@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ingestion import services
 from ingestion.models import IngestionItem, IngestionRun, Source
-from jobs.models import Worker
+from jobs.queue.models import Worker
 from jobs.runtime.config import WorkerConfig
 from tests.db_helpers import subprocess_database_env
 from tests.helpers import wait_for

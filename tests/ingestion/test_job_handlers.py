@@ -11,7 +11,7 @@ import pytest
 
 from ingestion import services
 from ingestion.models import IngestionItem, IngestionRun
-from jobs.models import Job
+from jobs.queue.models import Job
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import wait_for
 from tests.ingestion import site as website

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Permission, User
 
 from ingestion import selectors, services
 from ingestion.models import IngestionItem, IngestionRun, Source
-from jobs.models import Job
+from jobs.queue.models import Job
 from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection
 from tests.ingestion.helpers import item, new_run

@@ -10,7 +10,7 @@ import pytest
 from ingestion import politeness, services
 from ingestion.models import Source
 from ingestion.stopping import Stopped
-from jobs.models import JobEvent
+from jobs.queue.models import JobEvent
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection, run_in_threads
 from tests.ingestion import site as website

@@ -10,8 +10,8 @@ from django.db import DatabaseError, transaction
 
 from ingestion import services
 from ingestion.models import IngestionItem, IngestionRun
-from jobs.models import Job
-from jobs.services import JobSpec
+from jobs.queue.models import Job
+from jobs.queue.services import JobSpec
 from pipeline_project.api.errors import ConflictError, InvalidInputError, NotFoundError
 from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
 from tests.db_helpers import run_in_threads

@@ -2,7 +2,7 @@
 
 from ingestion import services
 from ingestion.models import IngestionRun
-from jobs.models import Job
+from jobs.queue.models import Job
 from tests.conftest import ALL_DATABASES
 from tests.ingestion.helpers import item, new_run
 from tests.jobs.conftest import enqueue

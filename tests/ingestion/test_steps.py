@@ -11,8 +11,8 @@ import pytest
 
 from ingestion import keys, services, steps
 from ingestion.models import IngestionItem, Source
-from jobs.models import Job
-from jobs.services import JobSpec, job_enqueue
+from jobs.queue.models import Job
+from jobs.queue.services import JobSpec, job_enqueue
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.ingestion import site as website
 from tests.ingestion.helpers import ended

@@ -4,8 +4,8 @@ from contextlib import contextmanager
 import pytest
 
 import tests.jobs.handlers  # noqa: F401  (registers the test.* handlers)
-from jobs import services
-from jobs.models import Job, JobEvent
+from jobs.queue import services
+from jobs.queue.models import Job, JobEvent
 from jobs.runtime.config import WorkerConfig
 from tests.helpers import wait_for
 from tests.jobs.helpers import FAST, worker_in_thread

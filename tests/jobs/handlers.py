@@ -6,7 +6,7 @@ import time
 
 from django.db import connection
 
-from jobs.handlers import task
+from jobs.queue.handlers import task
 
 
 @task("test.echo")

@@ -4,7 +4,7 @@ import threading
 import uuid
 from contextlib import contextmanager
 
-from jobs.handlers import registry
+from jobs.queue.handlers import registry
 from jobs.runtime.build import build_worker
 from jobs.runtime.config import WorkerConfig
 from tests.db_helpers import raw_connection

@@ -6,8 +6,9 @@ a filter) is checked by the service or selector it goes to.
 
 from rest_framework import serializers
 
-from jobs.dbstates import config, planning, runs, selectors, services
-from jobs.dbstates.steps import PrepareRequest
+from jobs.dbstates import config, selectors, services
+from jobs.dbstates.engine import prepare_args, runs
+from jobs.dbstates.engine.steps import PrepareRequest
 from pipeline_project.api.fields import StrictBooleanField, StrictCharField
 from pipeline_project.api.serializers import RequestSerializer
 
@@ -21,7 +22,9 @@ def _text(**kwargs) -> StrictCharField:
 
 
 def _arguments(**kwargs) -> serializers.ListField:
-    return serializers.ListField(child=_text(max_length=planning.MAX_ARG_BYTES), max_length=planning.MAX_ARGS, **kwargs)
+    return serializers.ListField(
+        child=_text(max_length=prepare_args.MAX_ARG_BYTES), max_length=prepare_args.MAX_ARGS, **kwargs
+    )
 
 
 def _optional(field_class, **kwargs):
@@ -40,7 +43,7 @@ class PrepareRequestSerializer(RequestSerializer):
     liquibase_args = _arguments(required=False, allow_null=True)
     liquibase_exec = _optional(StrictCharField, allow_blank=True, max_length=MAX_PATH)
     liquibase_exec_mode = _optional(StrictCharField, allow_blank=True, max_length=MAX_NAME)
-    liquibase_env = _optional(serializers.DictField, child=_text(max_length=planning.MAX_ARG_BYTES))
+    liquibase_env = _optional(serializers.DictField, child=_text(max_length=prepare_args.MAX_ARG_BYTES))
     work_dir = _optional(StrictCharField, max_length=MAX_PATH)
     source_manifest = _optional(serializers.JSONField)  # declared so that its refusal says why
 

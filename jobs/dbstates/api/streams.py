@@ -12,8 +12,9 @@ import re
 
 from django.http import StreamingHttpResponse
 
-from jobs.dbstates import runs, selectors
+from jobs.dbstates import selectors
 from jobs.dbstates.api.errors import sqlrs_error, sqlrs_error_response
+from jobs.dbstates.engine import runs
 from jobs.dbstates.models import EVENTS_CHANNEL, TERMINAL_STATUSES
 from pipeline_project.api.rendering import json_text
 from pipeline_project.web.follow import Read

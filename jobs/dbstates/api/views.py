@@ -13,11 +13,12 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.dbstates import cache, config, deletion, runs, selectors, services
+from jobs.dbstates import cache, config, deletion_tree, selectors, services
 from jobs.dbstates.api import serializers as s
 from jobs.dbstates.api.errors import sqlrs_exception_handler
 from jobs.dbstates.api.streams import events_response, run_response
-from jobs.dbstates.engine import engine_health
+from jobs.dbstates.engine import runs
+from jobs.dbstates.engine.identity import engine_health
 from jobs.dbstates.models import Instance, PrepareJob, State
 from pipeline_project.api.accepts import DeclaredRequestMixin, accepts
 from pipeline_project.api.rendering import JSONAnswer, json_text
@@ -49,7 +50,7 @@ def _entries(request, rows, shape) -> HttpResponse:
     return JSONAnswer(entries)
 
 
-def _deleted(result: deletion.DeleteResult) -> Response:
+def _deleted(result: deletion_tree.DeleteResult) -> Response:
     return Response(result.as_dict(), status=409 if result.outcome == "blocked" and not result.dry_run else 200)
 
 

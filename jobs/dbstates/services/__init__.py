@@ -3,10 +3,10 @@ instances (``instances``) and deletions (``deletions``); and its discovery file 
 callers import the names from here: ``from jobs.dbstates import services; services.job_finish(...)``.
 """
 
-from jobs.dbstates.engine import engine_json_write
+from jobs.dbstates.engine.identity import engine_json_write
 from jobs.dbstates.services.deletions import instance_delete, prepare_job_delete, state_delete
 from jobs.dbstates.services.instances import instance_create, instance_server_ensure
-from jobs.dbstates.services.jobs import (
+from jobs.dbstates.services.prepare_jobs import (
     MAX_IMAGE_ID,
     PREPARE_TASK,
     Event,

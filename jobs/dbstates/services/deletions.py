@@ -11,10 +11,10 @@ from pathlib import Path
 
 from django.db import transaction
 
-from jobs.dbstates import postgres, statefs
-from jobs.dbstates.deletion import ACTIVE_TASKS, DeleteResult, Node, instance_node, lockable, state_tree
+from jobs.dbstates.deletion_tree import ACTIVE_TASKS, DeleteResult, Node, instance_node, lockable, state_tree
+from jobs.dbstates.engine import postgres, statefs
 from jobs.dbstates.models import Instance, PrepareJob, State
-from jobs.services import Selection, jobs_cancel
+from jobs.queue.services import Selection, jobs_cancel
 from pipeline_project.api.errors import NotFoundError
 from pipeline_project.db.snapshot import snapshot
 

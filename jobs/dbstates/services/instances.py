@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.db import transaction
 
-from jobs.dbstates import images, postgres
+from jobs.dbstates.engine import images, postgres
 from jobs.dbstates.models import Instance, InstanceStatus
 from pipeline_project.api.errors import NotFoundError
 

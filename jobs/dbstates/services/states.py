@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 from django.db.models import F
 from django.utils import timezone
 
-from jobs.dbstates import images
+from jobs.dbstates.engine import images
+from jobs.dbstates.engine.plans import StateExecuteTask
 from jobs.dbstates.models import CacheEviction, State
-from jobs.dbstates.plans import StateExecuteTask
 
 if TYPE_CHECKING:
     from jobs.dbstates.cache import Reclaimable, Usage

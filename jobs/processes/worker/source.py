@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from django.db import IntegrityError
 from django.utils import timezone
 
-from jobs import services as queue_services
 from jobs.processes import metrics, selectors, services
 from jobs.processes import namespaces as namespace_registry
 from jobs.processes.group_commit import GroupCommit
 from jobs.processes.models import WORK_CHANNEL
+from jobs.queue import services as queue_services
 from jobs.runtime.database import DATABASE_ERRORS, error_extra, use_generic_plans
 from jobs.runtime.lanes import Lane
 from jobs.runtime.loop import Runtime

@@ -6,7 +6,7 @@ import uuid
 
 from django.db import IntegrityError, transaction
 
-from jobs import services as job_services
+from jobs.queue import services as job_services
 from jobs.schedules.models import Schedule
 from jobs.schedules.services.rules import (
     DEFAULTS,

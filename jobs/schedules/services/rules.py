@@ -1,12 +1,12 @@
 """A schedule's rules and defaults, and the job one of its ticks becomes.
 
 The job's fields (queue, task, args, priority, lock_key) follow the queue's own rules
-(``jobs.services.job_spec_problems``), checked when the schedule is saved, so its ticks enqueue.
+(``jobs.queue.services.job_spec_problems``), checked when the schedule is saved, so its ticks enqueue.
 """
 
 from datetime import UTC, datetime
 
-from jobs import services as job_services
+from jobs.queue import services as job_services
 from jobs.schedules.cron import Timing, cron_problem, timezone_problem
 from jobs.schedules.models import MissedPolicy, Schedule
 from pipeline_project.api.errors import InvalidInputError, NotFoundError

@@ -14,7 +14,7 @@ from itertools import islice, takewhile
 from django.conf import settings
 from django.db import transaction
 
-from jobs import services as job_services
+from jobs.queue import services as job_services
 from jobs.schedules.cron import Timing
 from jobs.schedules.models import MissedPolicy, Schedule
 from jobs.schedules.services.rules import (

@@ -17,9 +17,10 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 import jobs.dbstates.job_handlers  # noqa: F401  (registers sqlrs.prepare)
-from jobs.dbstates import images, postgres, services, statefs
+from jobs.dbstates import services
+from jobs.dbstates.engine import images, postgres, statefs
+from jobs.dbstates.engine.steps import PrepareRequest
 from jobs.dbstates.models import PrepareEvent, PrepareJob
-from jobs.dbstates.steps import PrepareRequest
 from jobs.runtime.config import WorkerConfig
 from tests.helpers import asgi_request
 from tests.jobs.helpers import FAST, worker_in_thread

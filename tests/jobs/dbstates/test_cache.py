@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobs.dbstates import cache, config, deletion, services
+from jobs.dbstates import cache, config, deletion_tree, services
 from jobs.dbstates.models import CacheEviction, Instance, State
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.dbstates.helpers import prepared
@@ -71,7 +71,7 @@ def test_a_state_blocked_meanwhile_is_passed_over_not_asked_again(monkeypatch):
 
     def blocked(*, state_id, **flags):  # as if a prepare had taken the state up since the query
         asked.append(state_id)
-        return deletion.DeleteResult(dry_run=False, outcome="blocked", root=deletion.Node("state", state_id))
+        return deletion_tree.DeleteResult(dry_run=False, outcome="blocked", root=deletion_tree.Node("state", state_id))
 
     monkeypatch.setattr(services, "state_delete", blocked)
 

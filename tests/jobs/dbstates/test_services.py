@@ -2,7 +2,8 @@
 
 import pytest
 
-from jobs.dbstates import config, services, statefs
+from jobs.dbstates import config, services
+from jobs.dbstates.engine import statefs
 from jobs.dbstates.models import PrepareEvent, PrepareJob
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.jobs.dbstates.helpers import prepare, prepared
@@ -43,7 +44,7 @@ def test_unknown_job_is_not_found():
 
 
 def test_a_job_whose_queue_job_ended_without_it_is_failed_by_reconciliation():
-    from jobs.models import Job
+    from jobs.queue.models import Job
 
     orphan = prepare(["-c", "SELECT 1"])
     Job.objects.filter(job_id=orphan.queue_job_id).update(status="lost")

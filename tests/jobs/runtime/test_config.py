@@ -2,8 +2,8 @@
 
 import pytest
 
+from jobs.queue.worker.clocks import QueueClocks
 from jobs.runtime.config import WorkerConfig, parse_workers, parse_workers_json, worker_flag_entry
-from jobs.worker.clocks import QueueClocks
 
 
 def test_workers_json_parsing():

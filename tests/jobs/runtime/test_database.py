@@ -3,9 +3,9 @@
 import pytest
 from django.db import connection
 
-from jobs import services
+from jobs.queue import services
+from jobs.queue.services.claims import claim_ctes, claim_params
 from jobs.runtime.database import PLANNER_STEERING, configure_session
-from jobs.services.claims import claim_ctes, claim_params
 from pipeline_project.db import sql
 from pipeline_project.db.connections import check_pooled_connection
 

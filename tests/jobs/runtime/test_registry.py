@@ -4,13 +4,13 @@ kind (a new kind needs no change to the runtime), and the checks a worker passes
 import pytest
 
 import tests.jobs.processes.processors  # noqa: F401  (the test.* namespaces)
-from jobs.handlers import registry as handlers
 from jobs.processes.worker.source import NamespaceSource
+from jobs.queue.handlers import registry as handlers
+from jobs.queue.worker.source import QueueSource
 from jobs.runtime import registry
 from jobs.runtime.build import build_reaper, build_worker
 from jobs.runtime.config import WorkerConfig, parse_workers_json
 from jobs.runtime.periodic import PeriodicWork
-from jobs.worker.source import QueueSource
 from tests.conftest import ALL_DATABASES
 from tests.jobs.helpers import FAST
 

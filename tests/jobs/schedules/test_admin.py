@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from jobs.models import Job
+from jobs.queue.models import Job
 from jobs.schedules import services
 from jobs.schedules.models import Schedule
 from pipeline_project.web.arguments import MASK

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs.handlers import Registry, TaskSchedule
-from jobs.models import Job, JobEvent
+from jobs.queue.handlers import Registry, TaskSchedule
+from jobs.queue.models import Job, JobEvent
 from jobs.runtime.registry import run_start_hooks
 from jobs.schedules import services
 from jobs.schedules.cron import Timing

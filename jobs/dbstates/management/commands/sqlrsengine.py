@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.dbstates import placement
+from jobs.dbstates.engine import placement
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.dbstates import servers, statefs
+from jobs.dbstates.engine import servers, statefs
 
 
 class Command(BaseCommand):

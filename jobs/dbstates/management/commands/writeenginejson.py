@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
-from jobs.dbstates.engine import engine_json_write
+from jobs.dbstates.engine.identity import engine_json_write
 
 
 class Command(BaseCommand):

@@ -5,8 +5,8 @@ never a 500, never a page."""
 
 import pytest
 
-from jobs.dbstates import planning, runs
 from jobs.dbstates.api.views import EngineView
+from jobs.dbstates.engine import prepare_args, runs
 from jobs.dbstates.models import EngineConfig, PrepareJob
 from pipeline_project.api.accepts import accepts
 from pipeline_project.api.serializers import RequestSerializer
@@ -43,8 +43,11 @@ PREPARE_BODIES = [
     ({**PSQL, "liquibase_exec": False}, "liquibase_exec: Must be a JSON string."),
     ({**PSQL, "image_id": LONG}, "image_id: Ensure this field has no more than"),
     ({**PSQL, "prepare_kind": LONG}, "prepare_kind: Ensure this field has no more than"),
-    ({**PSQL, "psql_args": ["-c"] * (planning.MAX_ARGS + 1)}, "psql_args: Ensure this field has no more than"),
-    ({**PSQL, "psql_args": ["-c", "x" * (planning.MAX_ARG_BYTES + 1)]}, "psql_args.1: Ensure this field has no more"),
+    ({**PSQL, "psql_args": ["-c"] * (prepare_args.MAX_ARGS + 1)}, "psql_args: Ensure this field has no more than"),
+    (
+        {**PSQL, "psql_args": ["-c", "x" * (prepare_args.MAX_ARG_BYTES + 1)]},
+        "psql_args.1: Ensure this field has no more",
+    ),
     ({**PSQL, "source_manifest": {"workspace_ref": {}}}, "source_manifest is for remote engines"),
     ({**PSQL, "liquibase_args": ["update"]}, "psql prepares do not take liquibase_args"),
     ({**PSQL, "prepare_kind": "bash"}, "prepare_kind must be one of psql, lb"),

@@ -8,8 +8,8 @@ import time
 
 from django.db import connections
 
-from jobs.dbstates import runs
 from jobs.dbstates.api.streams import run_response
+from jobs.dbstates.engine import runs
 from jobs.dbstates.models import PrepareEvent
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import asgi_get

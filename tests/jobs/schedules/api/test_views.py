@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from rest_framework.test import APIClient
 
-from jobs.models import Job
+from jobs.queue.models import Job
 from jobs.schedules.models import Schedule
 from pipeline_project.web.arguments import MASK
 from tests.conftest import ALL_DATABASES

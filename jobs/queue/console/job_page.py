@@ -1,0 +1,273 @@
+"""What a job's admin page shows, and the job list's times, from the job's journal.
+
+A job's life is *runs* (its first, then one per operator retry), each made of *attempts*
+(numbered on across runs: a retry after attempt 5 starts attempt 6). Every attempt waited
+(ready to be claimed → picked) and ran (picked → its outcome); time the job was not ready
+(a retry's backoff, sitting failed before an operator's retry) is neither. The page shows
+its header, the operator's buttons its status and the user's permissions allow, the jobs it
+waits for and the jobs waiting for it, its data as JSON (long values folded), each attempt's error with its traceback, and the journal by
+run and attempt, newest first, with heartbeats folded into one line per stretch.
+"""
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from jobs.queue.models import Job, JobStatus
+from jobs.queue.selectors import job_dependencies, job_journal, latest_job_events
+from jobs.queue.services.operators import RETRYABLE
+from pipeline_project.web.arguments import arguments_shown
+
+FOLD_LINES = 12  # a JSON value longer than this starts folded
+JOURNAL_EVENTS = 2000  # the newest events besides heartbeats (a few hundred attempts)
+LIST_EVENTS = 200  # per job of the list: enough for its latest run
+_TURN_ENDS = {"requeue", "done", "failed", "canceled", "lost"}
+_NOT_DETAILS = {"worker", "attempt", "traceback", "error"}
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A JSON value as the page shows it: pretty-printed, folded when long."""
+
+    text: str
+    lines: int
+
+    @property
+    def folded(self) -> bool:
+        return self.lines > FOLD_LINES
+
+    @property
+    def first_line(self) -> str:
+        return self.text.split("\n", 1)[0]
+
+
+def shown(value) -> Shown:
+    """Any JSON value, empty ones too: ``{}`` is data, not the absence of it."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    return Shown(text=text, lines=text.count("\n") + 1)
+
+
+class Event(NamedTuple):
+    """A journal row as the timings need it; ``count`` and ``last_ts``: heartbeats folded together."""
+
+    event_id: int
+    ts: datetime
+    kind: str
+    payload: dict
+    count: int = 1
+    last_ts: datetime | None = None
+
+
+@dataclass
+class Line:
+    event: Event
+    since_previous: timedelta | None
+
+    @property
+    def details(self) -> str:
+        rest = {k: v for k, v in self.event.payload.items() if k not in _NOT_DETAILS and v is not None}
+        return json.dumps(rest, sort_keys=True, ensure_ascii=False, default=str) if rest else ""
+
+
+@dataclass
+class Attempt:
+    number: int | None  # None: what happened in a run before anything was picked (canceled while queued)
+    lines: list[Line] = field(default_factory=list)
+    waited: timedelta | None = None
+    ran: timedelta | None = None
+
+
+@dataclass
+class Run:
+    number: int | None  # None: it began before the journal shown
+    start: Line | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    waiting: timedelta | None = None  # a queued job's wait so far for its next attempt
+    running: bool = False
+
+    @property
+    def waited(self) -> timedelta | None:
+        return _total([attempt.waited for attempt in self.attempts] + [self.waiting])
+
+    @property
+    def ran(self) -> timedelta | None:
+        return _total([attempt.ran for attempt in self.attempts])
+
+
+def _total(parts) -> timedelta | None:
+    present = [part for part in parts if part is not None]
+    return sum(present, timedelta()) if present else None
+
+
+def _plus(total: timedelta | None, start: datetime, end: datetime) -> timedelta:
+    return (total or timedelta()) + max(end - start, timedelta())
+
+
+def _ready_at(event: Event) -> datetime | None:
+    """When a queued or requeue event made the job claimable: its time, or the later
+    available_at it set (a scheduled job, a retry's backoff); None when it made the job wait
+    for other jobs (the requeue event that releases it says when it became ready)."""
+    if event.payload.get("waiting"):
+        return None
+    later = event.payload.get("available_at")
+    later = parse_datetime(later) if isinstance(later, str) else None
+    return max(event.ts, later) if later else event.ts
+
+
+def _starts_run(event: Event) -> bool:
+    return event.kind == "queued" or (event.kind == "requeue" and event.payload.get("reason") == "retry_requested")
+
+
+def runs_of(events: list[Event], *, status: str, now: datetime) -> list[Run]:
+    """The journal (oldest first) as runs of attempts, with each attempt's wait and run time.
+    ``status`` and ``now`` close what is still going: a queued job's wait, a running attempt."""
+    reader = _Reader()
+    for event in events:
+        reader.read(event)
+    return reader.closed(status=status, now=now)
+
+
+class _Reader:
+    """Reads a journal event by event; a *turn* is a wait (ready since) or a run (picked at)."""
+
+    def __init__(self):
+        self.runs: list[Run] = []
+        self.run: Run | None = None
+        self.attempt: Attempt | None = None
+        self.previous: datetime | None = None
+        self.ready: datetime | None = None
+        self.picked: datetime | None = None
+
+    def read(self, event: Event) -> None:
+        line = Line(event, event.ts - self.previous if self.previous else None)
+        self.previous = event.last_ts or event.ts
+        if _starts_run(event):
+            number = event.payload.get("run") if event.kind == "requeue" else 1
+            self._begin(Run(number=number if isinstance(number, int) else None, start=line))
+            self.ready = _ready_at(event)
+            return
+        if self.run is None:  # the journal shown begins inside a run
+            self._begin(Run(number=None))
+        if event.kind == "picked":
+            self._pick(event)
+        elif self.attempt is None:
+            self._attempt(None)
+        self.attempt.lines.append(line)
+        if event.kind in _TURN_ENDS:
+            self._end_turn(event)
+
+    def closed(self, *, status: str, now: datetime) -> list[Run]:
+        if self.picked and status == JobStatus.RUNNING:
+            self.attempt.ran, self.run.running = _plus(self.attempt.ran, self.picked, now), True
+        if self.ready and status == JobStatus.QUEUED:
+            self.run.waiting = max(now - self.ready, timedelta())
+        return self.runs
+
+    def _begin(self, run: Run) -> None:
+        self.runs.append(run)
+        self.run, self.attempt, self.ready, self.picked = run, None, None, None
+
+    def _attempt(self, number) -> None:
+        self.attempt = Attempt(number=number if isinstance(number, int) else None)
+        self.run.attempts.append(self.attempt)
+
+    def _pick(self, event: Event) -> None:
+        number = event.payload.get("attempt")
+        if self.attempt is None or self.attempt.number != number:  # a released attempt is picked again as itself
+            self._attempt(number)
+        if self.ready:
+            self.attempt.waited = _plus(self.attempt.waited, self.ready, event.ts)
+        self.ready, self.picked = None, event.ts
+
+    def _end_turn(self, event: Event) -> None:
+        if self.picked:
+            self.attempt.ran = _plus(self.attempt.ran, self.picked, event.ts)
+        elif self.ready:  # ended while waiting: canceled while queued, refused by the database
+            self.attempt.waited = _plus(self.attempt.waited, self.ready, event.ts)
+        self.ready, self.picked = (_ready_at(event) if event.kind == "requeue" else None), None
+
+
+# --- reads ------------------------------------------------------------------------------------
+
+
+def _journal(job_id) -> tuple[list[Event], bool]:
+    """The job's newest events besides heartbeats, oldest first, each stretch of heartbeats
+    after one of them folded into one event; and whether older events were left out."""
+    rows, beats = job_journal(job_id=job_id, limit=JOURNAL_EVENTS)
+    merged = []
+    for index, (event_id, ts, kind, payload) in enumerate(rows, start=1):
+        merged.append(Event(event_id, ts, kind, payload if isinstance(payload, dict) else {}))
+        if index in beats:
+            count, first, last, last_id = beats[index]
+            merged.append(Event(last_id, first, "heartbeat", {}, count=count, last_ts=last))
+    return merged, len(rows) == JOURNAL_EVENTS
+
+
+def latest_runs(jobs: list[Job]) -> dict:
+    """Each job's latest run, from its newest events (heartbeats apart): the job list's times."""
+    if not jobs:
+        return {}
+    by_job: dict = {}
+    for job_id, event_id, ts, kind, payload in latest_job_events(
+        job_ids=[job.job_id for job in jobs], per_job=LIST_EVENTS
+    ):
+        by_job.setdefault(job_id, []).append(Event(event_id, ts, kind, payload))
+    now = timezone.now()
+    return {
+        job.job_id: runs[-1]
+        for job in jobs
+        if (runs := runs_of(by_job.get(job.job_id, []), status=job.status, now=now))
+    }
+
+
+# --- the page ---------------------------------------------------------------------------------
+
+
+def job_page(job: Job, *, can_retry: bool, can_cancel: bool, can_remove: bool, request=None) -> dict:
+    """The page's context; ``can_retry``, ``can_cancel`` and ``can_remove`` are the user's
+    permissions as the admin decides them for the actions; the args' secret values show only if
+    the ``request``'s user may view them (``pipeline_project.web.arguments``; masked without a
+    request). Read in the caller's snapshot."""
+    events, truncated = _journal(job.job_id)
+    runs = runs_of(events, status=job.status, now=timezone.now())
+    done = [event for event in events if event.kind == "done"]
+    current = runs[-1] if runs else Run(number=None)
+    return {
+        "job": job,
+        "live": not job.is_finished,
+        "run": current,
+        "can_retry": job.status in RETRYABLE and can_retry,
+        "can_cancel": not job.is_finished and can_cancel,
+        "can_delete": job.status != JobStatus.RUNNING and can_remove,
+        "data": [
+            ("args", shown(arguments_shown(job.args, request=request))),
+            ("progress", shown(job.progress)),
+            ("result", shown(done[-1].payload.get("result")) if done else None),
+        ],
+        "errors": _errors(runs),
+        "runs": runs,  # oldest first: the template shows them (and their attempts) reversed
+        "truncated": truncated,
+        "dependencies": job_dependencies(job_id=job.job_id),
+    }
+
+
+def _errors(runs: list[Run]) -> list[dict]:
+    """Each attempt's error and traceback, newest first, with its run and attempt."""
+    return [
+        {
+            "run": run.number,
+            "attempt": attempt.number,
+            "ts": line.event.ts,
+            "kind": line.event.kind,
+            "error": line.event.payload["error"],
+            "traceback": line.event.payload.get("traceback", ""),
+        }
+        for run in reversed(runs)
+        for attempt in reversed(run.attempts)
+        for line in reversed(attempt.lines)
+        if line.event.payload.get("error")
+    ]

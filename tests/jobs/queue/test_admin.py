@@ -1,0 +1,501 @@
+import re
+import uuid
+from datetime import UTC, timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.utils import timezone
+
+from jobs.queue import selectors, services
+from jobs.queue.models import Job, JobEvent, Queue, Worker
+from tests.conftest import ALL_DATABASES
+from tests.helpers import staff_client
+
+pytestmark = ALL_DATABASES
+
+CHANGELIST = "/admin/jobs/job/"
+DASHBOARD = "/admin/jobs/job/dashboard/"
+WORKERS = "/admin/jobs/worker/"
+
+
+def make_jobs(*specs: services.JobSpec) -> list[Job]:
+    enqueued = services.job_enqueue_many(specs=list(specs))
+    return [Job.objects.get(job_id=item.job_id) for item in enqueued]
+
+
+def set_status(job: Job, status: str, **fields) -> Job:
+    Job.objects.filter(job_id=job.job_id).update(status=status, **fields)
+    job.refresh_from_db()
+    return job
+
+
+@pytest.fixture
+def jobs():
+    """One job per status; queues default and reports, tasks sync.pull and reports.build."""
+    now = timezone.now()
+    queued, running, succeeded, failed, canceled, lost = make_jobs(
+        services.JobSpec(queue="default", task="sync.pull", lock_key="customer-1", idempotency_key="pull-1"),
+        services.JobSpec(queue="default", task="sync.pull", lock_key="customer-2"),
+        services.JobSpec(queue="default", task="sync.pull", lock_key="customer-3"),
+        services.JobSpec(queue="reports", task="reports.build", lock_key="report-1"),
+        services.JobSpec(queue="reports", task="reports.build", lock_key="report-2"),
+        services.JobSpec(queue="reports", task="reports.build", lock_key="report-3"),
+    )
+    return {
+        "queued": queued,
+        "running": set_status(running, "running", attempt=1, started_at=now),
+        "succeeded": set_status(succeeded, "succeeded", attempt=1, started_at=now, finished_at=now),
+        "failed": set_status(failed, "failed", attempt=5, error="boom", started_at=now, finished_at=now),
+        "canceled": set_status(canceled, "canceled", attempt=2, cancel_requested=True, finished_at=now),
+        "lost": set_status(lost, "lost", attempt=5, started_at=now, finished_at=now),
+    }
+
+
+def listed(response) -> list[Job]:
+    return list(response.context["cl"].result_list)
+
+
+def message(response) -> str:
+    return str(next(iter(response.context["messages"])))
+
+
+def post_action(client, action, selected: list[Job], *, confirm=True, query="", **fields):
+    """Choose an action for the selected jobs; then, if the admin asks, confirm it (as the page's button does)."""
+    data = {"action": action, "_selected_action": [str(job.job_id) for job in selected], **fields}
+    response = client.post(CHANGELIST + query, data, follow=True)
+    if confirm and "action-confirmation" in response.content.decode():
+        response = client.post(CHANGELIST + query, {**data, "confirmed": "yes"}, follow=True)
+    return response
+
+
+@pytest.fixture
+def viewer(client):
+    """A staff member who may look at jobs but not change them."""
+    user = get_user_model().objects.create_user("viewer", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_job"))
+    client.force_login(user)
+    return client
+
+
+# --- the job list ---------------------------------------------------------------------
+
+
+def test_changelist_lists_newest_first_with_filters_and_a_dashboard_link(admin_client, jobs):
+    response = admin_client.get(CHANGELIST)
+
+    assert response.status_code == 200
+    ids = [job.job_id for job in listed(response)]
+    assert sorted(ids, reverse=True) == ids and len(ids) == 6
+    html = response.content.decode()
+    for status in ["queued", "running", "succeeded", "failed", "canceled", "lost"]:
+        assert f'href="?status__exact={status}"' in html
+    assert 'href="?queue=default"' in html and 'href="?queue=reports"' in html
+    assert 'href="?task=sync.pull"' in html and 'href="?task=reports.build"' in html
+    assert f'href="{DASHBOARD}"' in html
+    assert "5/5" in html  # attempt/max_attempts of the failed job
+
+
+def test_changelist_filters(admin_client, jobs):
+    by_status = admin_client.get(CHANGELIST, {"status__exact": "failed"})
+    assert listed(by_status) == [jobs["failed"]]
+
+    by_queue_and_task = admin_client.get(CHANGELIST, {"queue": "default", "task": "sync.pull"})
+    assert {job.job_id for job in listed(by_queue_and_task)} == {
+        jobs[name].job_id for name in ["queued", "running", "succeeded"]
+    }
+
+
+@pytest.mark.parametrize(
+    ("term", "expected"),
+    [
+        (lambda jobs: str(jobs["running"].job_id), ["running"]),
+        (lambda jobs: f"  {str(jobs['running'].job_id).upper()} ", ["running"]),  # any UUID spelling, padded
+        (lambda jobs: "pull-1", ["queued"]),  # idempotency_key
+        (lambda jobs: "report-2", ["canceled"]),  # lock_key
+        (lambda jobs: str(jobs["running"].job_id)[:8], []),  # exact matches only, no prefixes
+        (lambda jobs: "customer", []),
+        (lambda jobs: "not a uuid'; --", []),
+    ],
+)
+def test_search_matches_job_id_idempotency_key_or_lock_key_exactly(admin_client, jobs, term, expected):
+    response = admin_client.get(CHANGELIST, {"q": term(jobs)})
+
+    assert response.status_code == 200
+    assert listed(response) == [jobs[name] for name in expected]
+
+
+def test_jobs_cannot_be_added_edited_or_deleted(admin_client, jobs):
+    assert admin_client.get(f"{CHANGELIST}add/").status_code == 403
+    assert admin_client.get(f"{CHANGELIST}{jobs['failed'].job_id}/delete/").status_code == 403
+    html = admin_client.get(CHANGELIST).content.decode()
+    assert "delete_selected" not in html
+
+    response = admin_client.post(f"{CHANGELIST}{jobs['failed'].job_id}/change/", {"status": "queued", "attempt": "0"})
+
+    assert response.status_code == 403
+    assert Job.objects.get(job_id=jobs["failed"].job_id).status == "failed"
+
+
+def test_the_job_page_shows_the_job_its_buttons_and_its_events(admin_client, jobs):
+    failed = jobs["failed"]
+    services.job_retry(job_id=failed.job_id, requested_by="someone")
+    Job.objects.filter(job_id=failed.job_id).update(status="failed", error="ValueError: boom")
+
+    response = admin_client.get(f"{CHANGELIST}{failed.job_id}/change/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'name="_save"' not in html and "reports.build" in html
+    assert 'id="job-status" class="status-badge s-failed"' in html and "ValueError: boom" in html
+    assert ">Retry</button>" in html and ">Cancel</button>" not in html and ">Delete</a>" in html
+    first, second = response.context["runs"]
+    assert (first.start.event.kind, second.start.event.kind) == ("queued", "requeue")
+    assert "retry_requested" in html and "someone" in html  # the requeue event's payload
+    assert '<ol class="breadcrumbs">' in html and f"reports.build …{str(failed.job_id)[-8:]}" in html
+
+
+def test_retry_cancel_and_delete_from_the_job_page(admin_client, jobs):
+    failed, queued = jobs["failed"], jobs["queued"]
+
+    retried = admin_client.post(f"{CHANGELIST}{failed.job_id}/act/retry/", follow=True)
+    canceled = admin_client.post(f"{CHANGELIST}{queued.job_id}/act/cancel/", follow=True)
+
+    assert Job.objects.get(job_id=failed.job_id).status == "queued"
+    assert "put back in its queue" in retried.content.decode()
+    assert Job.objects.get(job_id=queued.job_id).status == "canceled"
+    assert "canceled" in canceled.content.decode()
+
+    confirmation = admin_client.get(f"{CHANGELIST}{queued.job_id}/act/delete/")
+    assert "Yes, delete" in confirmation.content.decode() and Job.objects.filter(job_id=queued.job_id).exists()
+    deleted = admin_client.post(f"{CHANGELIST}{queued.job_id}/act/delete/")
+    assert deleted.status_code == 302 and not Job.objects.filter(job_id=queued.job_id).exists()
+    assert admin_client.get(f"{CHANGELIST}{failed.job_id}/act/retry/").status_code == 405
+
+
+def test_a_viewer_sees_no_buttons_and_a_forged_post_is_refused(viewer, jobs):
+    failed = jobs["failed"]
+
+    html = viewer.get(f"{CHANGELIST}{failed.job_id}/change/").content.decode()
+
+    assert ">Retry</button>" not in html and ">Delete</a>" not in html
+    for action in ("retry", "cancel", "delete"):
+        assert viewer.post(f"{CHANGELIST}{failed.job_id}/act/{action}/").status_code == 403
+    assert viewer.post(f"{CHANGELIST}{failed.job_id}/act/explode/").status_code == 403
+    assert Job.objects.get(job_id=failed.job_id).status == "failed"
+
+
+def test_a_live_job_page_serves_its_body_as_a_fragment(admin_client, jobs):
+    running = jobs["running"]
+
+    fragment = admin_client.get(f"{CHANGELIST}{running.job_id}/change/", {"fragment": "1"}).content.decode()
+
+    assert fragment.lstrip().startswith('<div data-active="true"') and "<html" not in fragment
+    assert ">Cancel</button>" in fragment and ">Delete</a>" not in fragment  # a running job stays
+
+
+def test_search_with_a_nul_character_is_refused(admin_client, jobs):
+    response = admin_client.get(CHANGELIST, {"q": "nul\x00byte"})
+
+    assert response.status_code == 400
+
+
+# --- actions --------------------------------------------------------------------------
+
+
+def test_retry_requeues_only_failed_canceled_and_lost_jobs(admin_client, jobs):
+    before = {name: (job.status, job.attempt) for name, job in jobs.items()}
+
+    response = post_action(admin_client, "retry_jobs", list(jobs.values()))
+
+    assert message(response) == (
+        "6 job(s) matched: 3 put back in their queue for a new run; 3 not failed, canceled or lost, left alone."
+    )
+    for name, job in jobs.items():
+        attempts_before = before[name][1]
+        job.refresh_from_db()
+        if name in {"failed", "canceled", "lost"}:
+            assert (job.status, job.attempt, job.max_attempts, job.finished_at, job.error, job.cancel_requested) == (
+                "queued",
+                attempts_before,  # numbered on: the next run's first attempt is attempt + 1
+                attempts_before + 5,
+                None,
+                None,
+                False,
+            )
+            requeue = JobEvent.objects.filter(job_id=job.job_id).order_by("event_id").last()
+            assert (requeue.kind, requeue.payload["reason"], requeue.payload["by"]) == (
+                "requeue",
+                "retry_requested",
+                "admin",
+            )
+        else:
+            assert (job.status, job.attempt) == before[name]
+            assert not JobEvent.objects.filter(job_id=job.job_id, kind="requeue").exists()
+
+
+def test_cancel_cancels_queued_asks_running_to_stop_and_skips_finished(admin_client, jobs):
+    selected = [jobs[name] for name in ["queued", "running", "succeeded", "canceled"]]
+
+    response = post_action(admin_client, "cancel_jobs", selected)
+
+    assert message(response) == (
+        "4 job(s) matched: 1 queued and canceled at once; cancellation requested for 1 running; "
+        "2 already finished, left alone."
+    )
+    queued, running, succeeded, canceled = (Job.objects.get(job_id=job.job_id) for job in selected)
+    assert (queued.status, queued.cancel_requested) == ("canceled", True) and queued.finished_at is not None
+    assert JobEvent.objects.get(job_id=queued.job_id, kind="canceled").payload == {"by": "admin", "while": "queued"}
+    assert (running.status, running.cancel_requested) == ("running", True)
+    assert (succeeded.status, succeeded.cancel_requested) == ("succeeded", False)
+    assert canceled.status == "canceled"
+    assert not JobEvent.objects.filter(
+        job_id__in=[running.job_id, succeeded.job_id, canceled.job_id], kind="canceled"
+    ).exists()
+
+
+def test_actions_need_their_permissions(viewer, jobs):
+    response = viewer.get(CHANGELIST)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "retry_jobs" not in html and "cancel_jobs" not in html
+
+    post_action(viewer, "retry_jobs", [jobs["failed"]])
+    post_action(viewer, "cancel_jobs", [jobs["queued"]])
+
+    assert Job.objects.get(job_id=jobs["failed"].job_id).status == "failed"
+    assert Job.objects.get(job_id=jobs["queued"].job_id).status == "queued"
+
+
+def test_each_action_is_offered_with_its_own_permission(viewer, jobs):
+    user = get_user_model().objects.get(username="viewer")
+    user.user_permissions.add(Permission.objects.get(codename="change_job"))  # no action comes with it
+    assert "retry_jobs" not in viewer.get(CHANGELIST).content.decode()
+
+    user.user_permissions.add(Permission.objects.get(codename="retry_job"))
+    html = viewer.get(CHANGELIST).content.decode()
+    response = post_action(viewer, "retry_jobs", [jobs["failed"]])
+
+    assert "retry_jobs" in html and "cancel_jobs" not in html and "delete_jobs" not in html
+    assert message(response).startswith("1 job(s) matched: 1 put back in their queue")
+    assert Job.objects.get(job_id=jobs["failed"].job_id).status == "queued"
+
+
+# --- workers --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def workers(settings):
+    settings.DL_HEARTBEAT_SEC = 10
+    ids = {"live": uuid.uuid4(), "silent": uuid.uuid4()}
+    services.worker_register(worker_id=ids["live"], hostname="host-live", pid=101, queues={"default": 4, "reports": 1})
+    services.worker_register(worker_id=ids["silent"], hostname="host-silent", pid=202, queues={"default": 1})
+    # 31 s without a heartbeat is more than three 10 s periods.
+    Worker.objects.filter(worker_id=ids["silent"]).update(heartbeat_at=timezone.now() - timedelta(seconds=31))
+    return ids
+
+
+def worker_row(html: str, hostname: str) -> str:
+    return re.search(rf"<tr[^>]*>(?:(?!</tr>).)*{hostname}(?:(?!</tr>).)*</tr>", html, re.DOTALL).group(0)
+
+
+def test_worker_list_shows_which_workers_are_live(admin_client, workers):
+    response = admin_client.get(WORKERS)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    live_row, silent_row = worker_row(html, "host-live"), worker_row(html, "host-silent")
+    assert 'alt="True"' in live_row and "101" in live_row and "default × 4, reports × 1" in live_row
+    assert 'alt="False"' in silent_row and "202" in silent_row
+    assert admin_client.get(f"{WORKERS}add/").status_code == 403
+    assert 'name="_save"' not in admin_client.get(f"{WORKERS}{workers['live']}/change/").content.decode()
+
+
+def test_worker_list_links_the_jobs_each_worker_runs(admin_client, workers):
+    enqueued = services.job_enqueue(spec=services.JobSpec(queue="default", task="t", lock_key="w"))
+    services.jobs_claim(queue="default", limit=1, worker_id=f"host-live:101:{str(workers['live'])[:8]}")
+
+    live_row = worker_row(admin_client.get(WORKERS).content.decode(), "host-live")
+
+    assert f'href="/admin/jobs/job/{enqueued.job_id}/change/"' in live_row
+
+
+# --- dashboard ------------------------------------------------------------------------
+
+
+def test_dashboard_draws_queue_depth_live_workers_and_throughput(admin_client, jobs, workers):
+    five_minutes_ago = (timezone.now() - timedelta(minutes=5)).replace(second=30)
+    two_hours_ago = timezone.now() - timedelta(hours=2)
+    Job.objects.filter(job_id__in=[jobs["succeeded"].job_id, jobs["failed"].job_id, jobs["lost"].job_id]).update(
+        finished_at=five_minutes_ago
+    )
+    Job.objects.filter(job_id=jobs["canceled"].job_id).update(finished_at=two_hours_ago)  # outside the window
+    extra_succeeded = make_jobs(services.JobSpec(queue="default", task="sync.pull", lock_key="customer-4"))[0]
+    set_status(extra_succeeded, "succeeded", attempt=1, finished_at=five_minutes_ago)
+
+    response = admin_client.get(DASHBOARD)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'id="jobs-dashboard"' in html
+    assert 'data-queue="default"' in html and 'data-queue="reports"' in html
+    assert 'aria-label="default: 1 queued, 1 running, 2 succeeded"' in html
+    assert 'aria-label="reports: 1 failed, 1 canceled, 1 lost"' in html
+    assert "total 4 · queued 1 · running 1 · succeeded 2" in html
+    # Every worker, the silent one marked dead, each with when it was last seen.
+    assert f'data-worker="{workers["live"]}" data-alive="true"' in html
+    assert f'data-worker="{workers["silent"]}" data-alive="false"' in html
+    assert "<strong>dead</strong>" in worker_row(html, "host-silent") and "ago)" in worker_row(html, "host-silent")
+    # One column per minute of the last hour; the finished jobs land in theirs.
+    columns = re.findall(r'data-minute="([^"]+)" data-succeeded="(\d+)" data-failed="(\d+)"', html)
+    assert len(columns) == 61
+    minute = five_minutes_ago.astimezone(UTC).strftime("%Y-%m-%dT%H:%MZ")
+    assert (minute, "2", "2") in columns  # failed counts the lost job too
+    assert sum(int(succeeded) for _minute, succeeded, _failed in columns) == 2
+    assert sum(int(failed) for _minute, _succeeded, failed in columns) == 2
+    assert "2 succeeded, 2 failed, canceled or lost." in html
+
+
+def test_dashboard_without_jobs_or_workers(admin_client):
+    response = admin_client.get(DASHBOARD)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "No jobs yet." in html and "No workers." in html
+    assert "0 succeeded, 0 failed, canceled or lost." in html
+
+
+def test_dashboard_requires_staff_with_view_permission(client, viewer):
+    assert viewer.get(DASHBOARD).status_code == 200
+
+    client.logout()
+    anonymous = client.get(DASHBOARD)
+    assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
+
+    get_user_model().objects.create_user("stranger", password="pw", is_staff=True)
+    client.login(username="stranger", password="pw")
+    assert client.get(DASHBOARD).status_code == 403
+
+
+def test_dashboard_shows_each_queues_last_hour_and_refreshes_itself(admin_client):
+    ran = make_jobs(*(services.JobSpec(queue="etl", task="t", lock_key=f"k{i}") for i in range(3)))
+    claimed = services.jobs_claim(queue="etl", limit=3, worker_id="w")
+    services.jobs_complete(
+        outcomes=[
+            services.Outcome(
+                lease=c.lease, kind="succeeded" if i else "fatal", error="boom", duration_ms=100.0 * (i + 1)
+            )
+            for i, c in enumerate(claimed)
+        ],
+        worker_id="w",
+    )
+
+    html = admin_client.get(DASHBOARD).content.decode()
+    fragment = admin_client.get(DASHBOARD, {"fragment": "1"}).content.decode()
+
+    assert len(ran) == 3
+    section = re.search(r'<section class="queue" data-queue="etl">.*?</section>', html, re.DOTALL).group(0)
+    assert "2 succeeded · 1 failed" in section
+    assert "run p50 0.200 s · p95 0.290 s" in section  # the handlers' 100, 200 and 300 ms
+    assert "wait p50" in section
+    assert 'data-refresh="?fragment=1"' in html and "setInterval(refresh" in html
+    assert 'data-queue="etl"' in fragment and "<html" not in fragment  # the body only
+
+
+def test_dashboard_pauses_and_resumes_queues_with_the_permission(admin_client, viewer, jobs):
+    viewer_page = viewer.get(DASHBOARD).content.decode()
+    assert "Pause default" not in viewer_page
+    assert viewer.post("/admin/jobs/job/dashboard/queues/default/pause/").status_code == 403
+
+    assert "Pause default" in admin_client.get(DASHBOARD).content.decode()
+    admin_client.post("/admin/jobs/job/dashboard/queues/default/pause/")
+    page = admin_client.get(DASHBOARD).content.decode()
+
+    assert selectors.queues()[0]["paused"] is True
+    assert 'class="status-badge s-paused"' in page and "Resume default" in page
+    admin_client.post("/admin/jobs/job/dashboard/queues/default/resume/")
+    assert not any(queue["paused"] for queue in selectors.queues())
+    assert admin_client.get("/admin/jobs/job/dashboard/queues/default/pause/").status_code == 405
+
+
+def test_dashboard_sets_and_shows_queue_limits_with_the_permission(admin_client, viewer, jobs):
+    url = "/admin/jobs/job/dashboard/queues/default/limits/"
+    assert viewer.post(url, {"max_running": "2"}).status_code == 403
+
+    admin_client.post(url, {"max_running": "2", "rate_limit": "10", "rate_period_sec": "60", "per_partition": "on"})
+    page = admin_client.get(DASHBOARD).content.decode()
+
+    queue = Queue.objects.get(name="default")
+    assert (queue.max_running, queue.rate_limit, queue.rate_period_sec, queue.limit_per_partition) == (2, 10, 60, True)
+    assert "running 1 / max 2 · started 0 / 10 per 60 s · per partition" in page
+    response = admin_client.post(url, {"max_running": "0"}, follow=True)
+    assert "max_running: Must be a whole number" in response.content.decode()
+    admin_client.post(url, {})
+    assert Queue.objects.get(name="default").max_running is None
+
+
+def test_an_action_first_says_how_many_jobs_it_changes(admin_client, jobs):
+    response = post_action(admin_client, "retry_jobs", list(jobs.values()), confirm=False)
+
+    html = response.content.decode()
+    assert 'id="action-confirmation"' in html
+    assert "6 job(s) selected: <strong>3</strong> will be put back in their queue" in html
+    assert Job.objects.filter(status="failed").count() == 1  # nothing changed yet
+
+
+def test_an_action_over_all_jobs_the_filter_matches_not_just_the_page(admin_client):
+    many = make_jobs(*(services.JobSpec(queue="bulk", task="t", lock_key=f"k{i}") for i in range(150)))
+    Job.objects.filter(queue="bulk").update(status="failed", finished_at=timezone.now())
+    make_jobs(services.JobSpec(queue="other", task="t", lock_key="other"))
+    Job.objects.filter(queue="other").update(status="failed", finished_at=timezone.now())
+
+    response = post_action(
+        admin_client, "retry_jobs", many[:100], query="?queue=bulk&status__exact=failed", select_across="1"
+    )
+
+    assert message(response).startswith("150 job(s) matched: 150 put back")
+    assert Job.objects.filter(queue="bulk", status="queued").count() == 150
+    assert Job.objects.get(queue="other").status == "failed"
+
+
+def test_delete_action_needs_the_delete_permission_and_leaves_running_jobs(admin_client, viewer, jobs):
+    assert "delete_jobs" not in viewer.get(CHANGELIST).content.decode()
+
+    response = post_action(admin_client, "delete_jobs", [jobs["succeeded"], jobs["running"]])
+
+    assert message(response) == "2 job(s) matched: 1 deleted with their events; 1 running, left alone."
+    assert not Job.objects.filter(job_id=jobs["succeeded"].job_id).exists()
+    assert Job.objects.filter(job_id=jobs["running"].job_id).exists()
+
+
+@pytest.mark.parametrize(
+    ("term", "expected"),
+    [('args:{"customer": 1}', {"queued"}), ("error:BOOM", {"failed"}), ("args:not json", set())],
+)
+def test_search_by_args_containment_and_error_text(admin_client, jobs, term, expected):
+    Job.objects.filter(job_id=jobs["queued"].job_id).update(args={"customer": 1, "day": 2})
+    Job.objects.filter(job_id=jobs["failed"].job_id).update(error="RuntimeError: boom at step 3")
+
+    listed_ids = {job.job_id for job in listed(admin_client.get(CHANGELIST, {"q": term}))}
+
+    assert listed_ids == {jobs[name].job_id for name in expected}
+
+
+@pytest.mark.parametrize("term", ['args:{"token": "abc"}', 'args:{"db": [{"DB-Password": "x"}]}'])
+def test_an_args_search_naming_a_secret_key_is_refused_unless_the_user_may_view_arguments(jobs, term):
+    Job.objects.filter(job_id=jobs["queued"].job_id).update(args={"customer": 1, "token": "abc"})
+    viewer = staff_client("jobs.view_job", client=Client())
+    allowed = staff_client("jobs.view_job", "jobs.view_job_arguments", client=Client())
+
+    refused = viewer.get(CHANGELIST, {"q": term})
+    searched = allowed.get(CHANGELIST, {"q": term})
+
+    assert listed(refused) == [] and "secret key" in message(refused)
+    assert not list(searched.context["messages"])
+    assert [job.job_id for job in listed(viewer.get(CHANGELIST, {"q": 'args:{"customer": 1}'}))] == [
+        jobs["queued"].job_id
+    ]
+    found = [job.job_id for job in listed(allowed.get(CHANGELIST, {"q": 'args:{"token": "abc"}'}))]
+    assert found == [jobs["queued"].job_id]
