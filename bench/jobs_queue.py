@@ -71,7 +71,7 @@ CLAIM_LIMITS = (1, 16)
 CLAIM_ROUNDS = 10  # the claim benchmark alternates the queue sizes this many times
 
 # Seed 002, section 4: the per-row NOTIFY function and triggers, from the tests' verbatim copy of the seed DDL.
-_SEED_DDL = (ROOT / "tests" / "jobs" / "seed_002_ddl.sql").read_text()
+_SEED_DDL = (ROOT / "tests" / "jobs" / "queue" / "seed_002_ddl.sql").read_text()
 SEED_ROW_TRIGGERS = _SEED_DDL[_SEED_DDL.index("CREATE OR REPLACE FUNCTION notify_job_ready") :]
 DROP_SEED_ROW_TRIGGERS = """
 DROP TRIGGER dl_jobs_notify_ins ON dl_jobs;

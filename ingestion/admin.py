@@ -1,3 +1,4 @@
+from functools import partial
 from urllib.parse import urlsplit
 
 from django import forms
@@ -12,7 +13,7 @@ from ingestion.fetching import origin_of
 from ingestion.models import IngestionItem, IngestionRun, Source
 from pipeline_project.api.errors import ApplicationError
 from pipeline_project.audit.actions import may
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.web.admin import ReadOnlyAdminMixin
 
 MAX_HOSTS = 100
@@ -66,9 +67,13 @@ class SourceForm(forms.ModelForm):
 def run_sources(modeladmin, request, queryset):
     for source in queryset:
         try:
-            with audited(request=request, action="run.start", objects=[source.id]) as entry:
-                run = services.run_start(source_id=source.id)
-                entry.count, entry.detail = 1, {"run": str(run.id)}
+            run = audited_call(
+                partial(services.run_start, source_id=source.id),
+                request=request,
+                action="run.start",
+                objects=[source.id],
+                detail=lambda run: {"run": str(run.id)},
+            )
         except ApplicationError as error:
             modeladmin.message_user(request, f"{source.name}: {error.message}", messages.ERROR)
         else:

@@ -21,7 +21,7 @@ from ingestion.models import ENDED_RUN_STATUSES, IngestionRun, Source
 from pipeline_project.api.errors import ApplicationError, NotFoundError
 from pipeline_project.audit.actions import may, permissions_of
 from pipeline_project.audit.selectors import audit_entries_for
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.db.snapshot import snapshot
 
 HISTORY_PAGE_SIZE = 25
@@ -113,9 +113,13 @@ def run_page(request, run_id: uuid.UUID):
 def source_run(request, source_id: int):
     _require(request, "run.start")
     try:
-        with audited(request=request, action="run.start", objects=[source_id]) as entry:
-            run = services.run_start(source_id=source_id)
-            entry.count, entry.detail = 1, {"run": str(run.id)}
+        run = audited_call(
+            lambda: services.run_start(source_id=source_id),
+            request=request,
+            action="run.start",
+            objects=[source_id],
+            detail=lambda run: {"run": str(run.id)},
+        )
     except NotFoundError:
         raise Http404("no such source") from None
     except ApplicationError as error:
@@ -134,14 +138,20 @@ def run_action(request, run_id: uuid.UUID, action: str):
     _require(request, audited_as)
     by = request.user.get_username()
     try:
-        with audited(request=request, action=audited_as, objects=[run_id]) as entry:
-            if action == "cancel":
-                services.run_cancel(run_id=run_id, by=by)
-                entry.count = 1
-                messages.success(request, "Run canceled; its running jobs were asked to stop.")
-            else:
-                retried = entry.count = services.run_retry_failed(run_id=run_id, by=by)
-                messages.success(request, f"{retried} failed job(s) queued again.")
+        if action == "cancel":
+            audited_call(
+                lambda: services.run_cancel(run_id=run_id, by=by), request=request, action=audited_as, objects=[run_id]
+            )
+            messages.success(request, "Run canceled; its running jobs were asked to stop.")
+        else:
+            retried = audited_call(
+                lambda: services.run_retry_failed(run_id=run_id, by=by),
+                request=request,
+                action=audited_as,
+                objects=[run_id],
+                count=int,
+            )
+            messages.success(request, f"{retried} failed job(s) queued again.")
     except NotFoundError:
         raise Http404("no such run") from None
     except ApplicationError as error:

@@ -19,7 +19,8 @@ from ingestion.models import (
     RunStageCount,
 )
 from ingestion.stats import STATS_SHAPE
-from jobs.queue.selectors import JobStatus, jobs_with_args
+from jobs.queue.selectors import jobs_with_args
+from jobs.queue.states import LIVE, JobStatus
 from pipeline_project.api.errors import NotFoundError
 
 PROBLEM_STATUSES = (ItemStatus.FAILED, ItemStatus.REVIEW_REQUIRED)
@@ -156,7 +157,7 @@ def runs_to_settle() -> QuerySet[IngestionRun]:
         IngestionRun.objects.filter(status__in=ACTIVE_RUN_STATUSES)
         .only("id", "status")
         .filter(Exists(_jobs_of_outer_run()))
-        .exclude(Exists(_jobs_of_outer_run(statuses=(JobStatus.QUEUED, JobStatus.RUNNING))))
+        .exclude(Exists(_jobs_of_outer_run(statuses=LIVE)))
         .annotate(
             failed_items=Count("items", filter=Q(items__status=ItemStatus.FAILED)),
             first_failure=Subquery(failed_items.annotate(text=first_failure).values("text")[:1]),

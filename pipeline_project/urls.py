@@ -1,14 +1,12 @@
+"""The project's URLconf: each app's routes, included by dotted path (it imports no app)."""
+
 from django.contrib import admin
 from django.urls import include, path
 
-from pipeline_project.core import views
+from pipeline_project.web import error_views
 
 urlpatterns = [
-    path("health", views.health, name="health"),
-    path("status", views.StatusView.as_view(), name="status"),
-    path("metrics", views.MetricsView.as_view(), name="metrics"),
-    path("api/v1/schema", views.SchemaView.as_view(), name="api-schema"),
-    path("api/v1/docs", views.DocsView.as_view(url_name="api-schema"), name="api-docs"),
+    path("", include("pipeline_project.core.urls")),
     path("api/v1/pipeline/", include("tracking.api.urls")),
     path("api/v1/", include("jobs.queue.api.urls")),
     path("api/v1/", include("jobs.processes.api.urls")),
@@ -20,7 +18,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 
-handler400 = views.bad_request
-handler403 = views.permission_denied
-handler404 = views.not_found
-handler500 = views.server_error
+handler400 = error_views.bad_request
+handler403 = error_views.permission_denied
+handler404 = error_views.not_found
+handler500 = error_views.server_error

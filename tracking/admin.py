@@ -4,7 +4,7 @@ from django.db.models import Q
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.db.counts import sum_matching
 from pipeline_project.web.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
 from tracking import selectors, services
@@ -24,9 +24,14 @@ def _retry_action(stage: Stage):
     def retry(modeladmin, request, queryset):
         row_ids = list(queryset.values_list("pk", flat=True))
         # The rows are in the pipeline database: the entry is written after, in the default one.
-        with audited(request=request, action="tracking.retry", objects=row_ids) as entry:
-            changed = entry.count = services.stage_retry_failed(stage=stage, row_ids=row_ids)
-            entry.detail = {"stage": stage.slug}
+        changed = audited_call(
+            lambda: services.stage_retry_failed(stage=stage, row_ids=row_ids),
+            request=request,
+            action="tracking.retry",
+            objects=row_ids,
+            count=int,
+            detail=lambda changed: {"stage": stage.slug},
+        )
         skipped = queryset.count() - changed
         modeladmin.message_user(
             request,

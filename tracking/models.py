@@ -4,7 +4,7 @@ import pgtrigger
 from django.db import models
 from django.db.models.functions import Now
 
-from pipeline_project.db.counts import Counts
+from pipeline_project.db.counts import RowCounts
 from pipeline_project.db.triggers import statement_notify_triggers, statement_trigger
 
 
@@ -90,7 +90,7 @@ def _status_field():
 
 # Rows per shard and combination of stage statuses, kept by pipeline_tracking's triggers: the
 # summary and the admin's counts, without counting millions of rows.
-TRACKING_COUNTS = Counts(
+TRACKING_COUNTS = RowCounts(
     table="pipeline_tracking",
     counts_table="pipeline_tracking_counts",
     columns=("shard", *(stage.column for stage in STAGES.values())),

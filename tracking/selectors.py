@@ -2,6 +2,8 @@
 
 from datetime import datetime
 
+from django.db.models import QuerySet
+
 from pipeline_project.api.errors import NotFoundError
 from tracking.models import QUEUE_STAGES, STAGES, TRACKING_COUNTS, PipelineTracking, Stage, Status
 
@@ -61,3 +63,8 @@ def metrics_summary() -> dict:
         "by_stage": by_stage,
         "by_shard": [by_shard[shard] for shard in sorted(by_shard)],
     }
+
+
+def rows_of_files(*, filenames: list[str] | tuple[str, ...]) -> QuerySet[PipelineTracking]:
+    """The rows of the files ``filenames`` (every shard; the router reads them from the pipeline database)."""
+    return PipelineTracking.objects.filter(filename__in=filenames)

@@ -172,3 +172,10 @@ def queue_claim(*, stage: Stage, limit: int) -> list[QueueItem]:
     )
     rows = sorted(claimed, key=lambda row: (row[2], row[3]))
     return [QueueItem(filename=filename, shard=shard, created_at=created_at) for filename, shard, created_at, _ in rows]
+
+
+def files_delete(*, filenames: list[str] | tuple[str, ...]) -> int:
+    """Delete the rows of the files ``filenames`` (their stage history goes with them: ON DELETE
+    CASCADE); how many rows were deleted."""
+    deleted, _by_model = PipelineTracking.objects.using(DATABASE).filter(filename__in=filenames).delete()
+    return deleted

@@ -15,6 +15,7 @@ from ingestion.services.runs import (
     runs_settle,
     step_job_enqueue,
 )
+from ingestion.services.sources import source_delete, source_ensure
 
 __all__ = [
     "COLUMNS",
@@ -31,5 +32,7 @@ __all__ = [
     "run_start",
     "run_update",
     "runs_settle",
+    "source_delete",
+    "source_ensure",
     "step_job_enqueue",
 ]

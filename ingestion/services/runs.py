@@ -22,8 +22,9 @@ from django.db.models.functions import Now
 
 from ingestion import selectors
 from ingestion.models import ENDED_RUN_STATUSES, IngestionItem, IngestionRun, ItemStatus, RunStage, RunStatus, Source
-from jobs.queue.selectors import JobStatus, jobs_with_args
+from jobs.queue.selectors import jobs_with_args
 from jobs.queue.services import Enqueued, JobSpec, Selection, job_enqueue_many, jobs_cancel, jobs_retry
+from jobs.queue.states import LIVE
 from pipeline_project.api.errors import ConflictError, InvalidInputError, NotFoundError
 from pipeline_project.db import sql
 from pipeline_project.db.storable import json_problem
@@ -39,7 +40,7 @@ RUN_TRANSITIONS = {
 STAGE_OF_TASK = {"discover": RunStage.DISCOVERY, "download": RunStage.DOCUMENTS, "ocr": RunStage.OCR}
 MAX_ERROR_MESSAGE_CHARS = 1000
 LIVE_ITEM_STATUSES = (ItemStatus.PENDING, ItemStatus.RUNNING)
-LIVE_JOB_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
+LIVE_JOB_STATUSES = LIVE  # queued, running
 
 
 class RunCanceled(ConflictError):

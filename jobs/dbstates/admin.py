@@ -12,14 +12,14 @@ from django.utils.html import format_html
 from jobs.dbstates import deletion_tree, selectors, services
 from jobs.dbstates.models import Instance, Name, PrepareEvent, PrepareJob, PrepareTask, State
 from pipeline_project.api.errors import ApplicationError
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.db.snapshot import read_in_snapshot, snapshot
 from pipeline_project.web.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 
 TREE_LIMIT = 500  # states drawn on the tree page
 
 
-class TaskInline(ReadOnlyTabularInline):
+class PrepareTaskInline(ReadOnlyTabularInline):
     model = PrepareTask
     fields = [
         "task_id",
@@ -35,7 +35,7 @@ class TaskInline(ReadOnlyTabularInline):
     ordering = ["position"]
 
 
-class EventInline(ReadOnlyTabularInline):
+class PrepareEventInline(ReadOnlyTabularInline):
     model = PrepareEvent
     fields = ["seq", "ts", "type", "task_id", "status", "message", "error"]
     ordering = ["seq"]
@@ -116,7 +116,7 @@ class PrepareJobAdmin(OneSnapshotPagesMixin, ServiceDeletionMixin, ReadOnlyAdmin
     search_help_text = "Job id prefix"
     ordering = ["-created_at"]
     list_per_page = 100
-    inlines = [TaskInline, EventInline]
+    inlines = [PrepareTaskInline, PrepareEventInline]
     readonly_fields = ["job_id", "status", "prepare_kind", "image_id", "resolved_image_id", "plan_only"]
     readonly_fields += ["prepare_args_normalized", "signature", "queue_job_id", "result", "error"]
     readonly_fields += ["created_at", "started_at", "finished_at"]
@@ -134,8 +134,13 @@ class PrepareJobAdmin(OneSnapshotPagesMixin, ServiceDeletionMixin, ReadOnlyAdmin
     @admin.action(permissions=["repair"], description="Cancel the selected queued or running jobs")
     def cancel_jobs(self, request, queryset):
         job_ids = list(queryset.values_list("pk", flat=True))
-        with audited(request=request, action="prepare_job.cancel", objects=job_ids) as entry:
-            cancelled = entry.count = sum(services.prepare_job_cancel(job_id=job_id) for job_id in job_ids)
+        cancelled = audited_call(
+            lambda: sum(services.prepare_job_cancel(job_id=job_id) for job_id in job_ids),
+            request=request,
+            action="prepare_job.cancel",
+            objects=job_ids,
+            count=int,
+        )
         self.message_user(request, f"Cancellation requested for {cancelled} job(s); finished ones were left alone.")
 
     def delete_service(self, obj, **flags):

@@ -8,3 +8,6 @@ class DbStatesConfig(AppConfig):
 
     def ready(self):
         from jobs.dbstates import signals  # noqa: F401  (a deleted job's files follow its row)
+        from pipeline_project.audit.actions import OperatorAction, register_actions
+
+        register_actions(OperatorAction("prepare_job.cancel", "dbstates.change_preparejob", "prepare job"))

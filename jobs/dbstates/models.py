@@ -15,14 +15,16 @@ from pipeline_project.db.triggers import statement_trigger
 EVENTS_CHANNEL = "sqlrs_events"  # payload: ids of prepare jobs with new events, comma-separated
 
 
-class JobStatus(models.TextChoices):
+class PrepareStatus(models.TextChoices):
+    """A prepare job's or a prepare task's status (sqlrs's; the queue's jobs have JobStatus)."""
+
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
 
 
-TERMINAL_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED)
+TERMINAL_STATUSES = (PrepareStatus.SUCCEEDED, PrepareStatus.FAILED)
 
 
 class TaskType(models.TextChoices):
@@ -48,7 +50,7 @@ class InstanceStatus(models.TextChoices):
 
 class PrepareJob(models.Model):
     job_id = models.CharField(primary_key=True, max_length=32)
-    status = models.CharField(max_length=16, choices=JobStatus, default=JobStatus.QUEUED)
+    status = models.CharField(max_length=16, choices=PrepareStatus, default=PrepareStatus.QUEUED)
     prepare_kind = models.CharField(max_length=16)
     image_id = models.TextField()
     resolved_image_id = models.TextField(blank=True, default="")
@@ -68,7 +70,7 @@ class PrepareJob(models.Model):
         db_table = "sqlrs_prepare_jobs"
         ordering = ["created_at", "job_id"]
         indexes = [models.Index(fields=["signature", "finished_at"], name="ix_sqlrs_jobs_signature")]
-        constraints = [one_of("status", JobStatus, "sqlrs_prepare_jobs")]
+        constraints = [one_of("status", PrepareStatus, "sqlrs_prepare_jobs")]
 
     def __str__(self) -> str:
         return self.job_id
@@ -83,7 +85,7 @@ class PrepareTask(models.Model):
     position = models.PositiveSmallIntegerField()
     task_id = models.CharField(max_length=32)
     type = models.CharField(max_length=20, choices=TaskType)
-    status = models.CharField(max_length=16, choices=JobStatus, default=JobStatus.QUEUED)
+    status = models.CharField(max_length=16, choices=PrepareStatus, default=PrepareStatus.QUEUED)
     planner_kind = models.CharField(max_length=16, blank=True, default="")
     image_id = models.TextField(blank=True, default="")
     resolved_image_id = models.TextField(blank=True, default="")
@@ -106,7 +108,7 @@ class PrepareTask(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["job", "task_id"], name="sqlrs_tasks_job_task_uniq"),
             one_of("type", TaskType, "sqlrs_tasks"),
-            one_of("status", JobStatus, "sqlrs_tasks"),
+            one_of("status", PrepareStatus, "sqlrs_tasks"),
         ]
 
     def __str__(self) -> str:

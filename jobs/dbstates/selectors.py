@@ -9,10 +9,10 @@ from django.db.models import Count, Q
 from jobs.dbstates.models import (
     Instance,
     InstanceStatus,
-    JobStatus,
     Name,
     PrepareEvent,
     PrepareJob,
+    PrepareStatus,
     PrepareTask,
     State,
 )
@@ -49,14 +49,14 @@ def _text_filter(value: str | None, name: str) -> str | None:
 # Prepare jobs and their tasks
 
 
-def job_get(*, job_id: str) -> PrepareJob:
+def prepare_job_get(*, job_id: str) -> PrepareJob:
     job = PrepareJob.objects.filter(job_id=job_id).first() if len(job_id) <= 64 else None
     if job is None:
         raise NotFoundError(f"prepare job {job_id} not found", code="not_found")
     return job
 
 
-def job_progress_get(*, job_id: str) -> tuple[str, int]:
+def prepare_job_progress_get(*, job_id: str) -> tuple[str, int]:
     """(status, number of events) of a job, read in one statement; a 404 if there is none."""
     jobs = PrepareJob.objects.filter(job_id=job_id).annotate(event_count=Count("events"))
     row = jobs.values_list("status", "event_count").first() if len(job_id) <= 64 else None
@@ -65,31 +65,31 @@ def job_progress_get(*, job_id: str) -> tuple[str, int]:
     return row
 
 
-def job_exists(*, job_id: str) -> bool:
+def prepare_job_exists(*, job_id: str) -> bool:
     return PrepareJob.objects.filter(job_id=job_id).exists()
 
 
-def jobs_existing(*, job_ids: list[str]) -> set[str]:
+def prepare_jobs_existing(*, job_ids: list[str]) -> set[str]:
     """Those of the ids that name a prepare job (one statement)."""
     return set(PrepareJob.objects.filter(job_id__in=job_ids).values_list("job_id", flat=True))
 
 
-def job_planned(*, job_id: str) -> bool:
+def prepare_job_planned(*, job_id: str) -> bool:
     """Whether the job's plan is stored (its tasks written)."""
     return PrepareTask.objects.filter(job_id=job_id).exists()
 
 
 def task_succeeded(*, job_id: str, task_id: str) -> bool:
-    return PrepareTask.objects.filter(job_id=job_id, task_id=task_id, status=JobStatus.SUCCEEDED).exists()
+    return PrepareTask.objects.filter(job_id=job_id, task_id=task_id, status=PrepareStatus.SUCCEEDED).exists()
 
 
 @snapshot()
-def job_status_get(*, job_id: str) -> dict:
+def prepare_job_status_get(*, job_id: str) -> dict:
     """A job's PrepareJobStatus: the job and its tasks from one snapshot."""
-    return job_status(job_get(job_id=job_id))
+    return prepare_job_status(prepare_job_get(job_id=job_id))
 
 
-def jobs_list(*, job: str | None = None):
+def prepare_jobs_list(*, job: str | None = None):
     jobs = PrepareJob.objects.order_by("created_at", "job_id")
     if _text_filter(job, "job"):
         jobs = jobs.filter(job_id__startswith=job)
@@ -107,7 +107,7 @@ def _job_fields(job: PrepareJob) -> dict:
     }
 
 
-def job_entry(job: PrepareJob) -> dict:
+def prepare_job_entry(job: PrepareJob) -> dict:
     entry = _job_fields(job)
     for name in ("resolved_image_id", "prepare_args_normalized", "signature"):
         if getattr(job, name):
@@ -115,7 +115,7 @@ def job_entry(job: PrepareJob) -> dict:
     return entry
 
 
-def job_status(job: PrepareJob) -> dict:
+def prepare_job_status(job: PrepareJob) -> dict:
     status = {
         **_job_fields(job),
         "prepare_args_normalized": job.prepare_args_normalized,
@@ -192,7 +192,7 @@ def event_line(event: PrepareEvent) -> dict:
     return line
 
 
-async def job_events_page(*, pool, job_id: str, start: int, limit: int) -> list[dict]:
+async def prepare_job_events_page(*, pool, job_id: str, start: int, limit: int) -> list[dict]:
     """Events from position ``start`` on, in order, as the events stream sends them (for an async stream)."""
     async with pool.connection() as conn:
         cursor = await conn.execute(
@@ -209,7 +209,7 @@ async def job_events_page(*, pool, job_id: str, start: int, limit: int) -> list[
     ]
 
 
-async def job_progress(*, pool, job_id: str) -> tuple[str, int] | None:
+async def prepare_job_progress(*, pool, job_id: str) -> tuple[str, int] | None:
     """(status, number of events) of a job, or None if there is no such job."""
     async with pool.connection() as conn:
         cursor = await conn.execute(
@@ -305,7 +305,7 @@ def name_entry(name: Name) -> dict:
 
 def _running_tasks(lookup: str, states):
     """Running tasks that read or write the state(s) ``states`` (``lookup``: "" or "__in")."""
-    return PrepareTask.objects.filter(status=JobStatus.RUNNING).filter(
+    return PrepareTask.objects.filter(status=PrepareStatus.RUNNING).filter(
         Q(**{f"output_state_id{lookup}": states}) | Q(input_kind="state", **{f"input_id{lookup}": states})
     )
 
@@ -366,3 +366,8 @@ def state_entry(state: State) -> dict:
         "min_retention_until": rfc3339(state.min_retention_until),
         "refcount": state.refcount,
     }
+
+
+def prepare_job_ids_with_stdin(*, stdin: str) -> list[str]:
+    """The ids of the prepare jobs whose script on stdin is ``stdin``, oldest first (their ordering)."""
+    return list(PrepareJob.objects.filter(request__stdin=stdin).values_list("job_id", flat=True))

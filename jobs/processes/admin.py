@@ -15,7 +15,7 @@ from jobs.processes.models import PROCESS_STATUSES, Event, Process, Task, proces
 from pipeline_project.api.errors import ApplicationError
 from pipeline_project.audit.actions import may
 from pipeline_project.audit.selectors import audit_entries_for
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.db.counts import sum_matching
 from pipeline_project.db.snapshot import read_in_snapshot
 from pipeline_project.web.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
@@ -156,16 +156,20 @@ class ProcessAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
         refused = []
         selected = list(queryset)  # one read: the counts below add up
         skipped = sum(process.status != "error" for process in selected)
-        with audited(request=request, action=action) as entry:
+
+        def each() -> list:
+            changed = []
             for process in [process for process in selected if process.status == "error"]:
                 try:
                     act(process)
-                    entry.objects.append(process_audit_id(namespace=process.namespace, process_id=process.process_id))
+                    changed.append(process_audit_id(namespace=process.namespace, process_id=process.process_id))
                 except ApplicationError as error:
                     refused.append(f"{process}: {error.message}")
-            entry.count = len(entry.objects)
+            return changed
+
+        changed = audited_call(each, request=request, action=action, count=len, objects_of=list)
         done = "repair scheduled" if action == "process.repair" else "set running"
-        self.message_user(request, f"{entry.count} process(es) {done}; {skipped} not in error left alone.")
+        self.message_user(request, f"{len(changed)} process(es) {done}; {skipped} not in error left alone.")
         for message in refused:
             self.message_user(request, message, messages.WARNING)
 

@@ -9,5 +9,10 @@ class ProcessesConfig(AppConfig):
     def ready(self):
         # The web tier needs the namespaces too (their options, and which exist), not only runworker.
         from jobs.processes.namespaces import load_processor_modules
+        from pipeline_project.audit.actions import OperatorAction, register_actions
 
         load_processor_modules()
+        register_actions(
+            OperatorAction("process.repair", "processes.repair_process", "process"),
+            OperatorAction("process.simple_repair", "processes.repair_process", "process"),
+        )

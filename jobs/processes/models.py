@@ -14,7 +14,7 @@ from django.db.models import ExpressionWrapper, Q
 from django.db.models.functions import Length, Now
 from django.db.models.lookups import Range
 
-from pipeline_project.db.counts import Counts
+from pipeline_project.db.counts import RowCounts
 
 PROCESS_STATUSES = ("init", "running", "error")
 TASK_TYPES = ("init", "call", "repair", "timeout", "remove", "notify")
@@ -39,7 +39,7 @@ def _one_of(field: str, values: tuple[str, ...], name: str) -> models.CheckConst
 
 # Processes per namespace and status, kept by dl_processes' triggers: the namespaces' counts
 # without counting a million processes.
-PROCESS_COUNTS = Counts(table="dl_processes", counts_table="dl_process_counts", columns=("namespace", "status"))
+PROCESS_COUNTS = RowCounts(table="dl_processes", counts_table="dl_process_counts", columns=("namespace", "status"))
 
 
 def process_audit_id(*, namespace: str, process_id: str) -> str:

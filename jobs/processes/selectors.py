@@ -251,3 +251,8 @@ def _timers(*, within_sec: float, **filters):
         scheduled_time__lte=timezone.now() + timedelta(seconds=within_sec),
         **filters,
     )
+
+
+def process_ids(*, namespace: str) -> set[str]:
+    """The ids of ``namespace``'s processes."""
+    return set(Process.objects.filter(namespace=namespace).values_list("process_id", flat=True))

@@ -15,8 +15,9 @@ from jobs.queue.console.admin_dashboard import DashboardAdminMixin
 from jobs.queue.console.admin_job_page import JobPageAdminMixin
 from jobs.queue.console.job_page import latest_runs
 from jobs.queue.models import Job, PeriodicTask, Queue, Worker
+from jobs.queue.states import JobStatus
 from pipeline_project.audit.actions import may
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.db.counts import sum_matching
 from pipeline_project.db.snapshot import rendered_in_snapshot
 from pipeline_project.web.admin import KeysetAdminMixin, KeysetChangeList, ReadOnlyAdminMixin
@@ -247,14 +248,15 @@ class JobAdmin(JobPageAdminMixin, DashboardAdminMixin, KeysetAdminMixin, ReadOnl
                 },
             )
         across = request.POST.get("select_across") == "1"  # every job the list's filters match
-        with audited(
+        counts = audited_call(
+            lambda: act(selection, False),
             request=request,
             action=f"job.{verb}",
             objects=[] if across else request.POST.getlist(ACTION_CHECKBOX_NAME),
             filter=dict(request.GET.items()) if across else None,
-        ) as entry:
-            counts = act(selection, False)
-            entry.count, entry.detail = counts.changed, {"matched": counts.matched, "requested": counts.requested}
+            count=lambda counts: counts.changed,
+            detail=lambda counts: {"matched": counts.matched, "requested": counts.requested},
+        )
         requested = f"; cancellation requested for {counts.requested} running" if counts.requested else ""
         self.message_user(
             request,
@@ -294,7 +296,9 @@ class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def running(self, obj):
         """Links to the jobs it runs now: those whose latest pick was by this worker."""
         name = f"{obj.hostname}:{obj.pid}:{str(obj.worker_id)[:8]}"  # as jobs.runtime.build.worker_name writes it
-        jobs = Job.objects.filter(status="running", events__kind="picked", events__payload__worker=name).distinct()
+        jobs = Job.objects.filter(
+            status=JobStatus.RUNNING, events__kind="picked", events__payload__worker=name
+        ).distinct()
         links = [
             format_html(
                 '<a href="{}" title="{}">{}</a>',

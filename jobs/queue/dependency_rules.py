@@ -1,6 +1,6 @@
 """Job dependencies in the database: one SQL function settles waiting jobs, one trigger calls it.
 
-A job that waits for others is ``queued`` with ``available_at`` = :data:`WAITING_AVAILABLE_AT`,
+A job that waits for others is ``queued`` with ``available_at`` = ``states.WAITING_AVAILABLE_AT``,
 so the claim (``available_at <= now()``) never sees it and jobs without dependencies pay
 nothing. ``dl_job_dependencies_settle(jobs)`` decides each given waiting job's fate from its
 upstream jobs' statuses: all succeeded (or, with run_anyway, all finished) → released at the
@@ -11,19 +11,18 @@ worker's outcome, an operator's cancel, the reaper — so every path obeys one r
 is retried, it brings back the jobs its end had canceled; and the effects run down chains.
 """
 
-from datetime import UTC, datetime
-
-# Far enough for any claim never to reach, near enough for Python datetimes to load in any time zone.
-WAITING_AVAILABLE_AT = datetime(9999, 12, 31, tzinfo=UTC)
-WAITING_SQL = "'9999-12-31 00:00:00+00'::timestamptz"  # the same, in SQL text
-_ENDED = "('failed', 'canceled', 'lost')"  # final unless an operator retries the job
-_FINISHED = "('succeeded', 'failed', 'canceled', 'lost')"
-
-
-def shown_status(status: str, available_at) -> str:
-    """A job's status as pages and the API show it: "waiting" for a queued job that waits for others."""
-    return "waiting" if status == "queued" and available_at == WAITING_AVAILABLE_AT else status
-
+from jobs.queue.states import (
+    CANCELED_SQL,
+    FINISHED_SQL,
+    QUEUED_SQL,
+    RUNNING_SQL,
+    SUCCEEDED_SQL,
+    UNSUCCESSFUL_SQL,
+    WAITING_SQL,
+    EventKind,
+    is_waiting_sql,
+    sql_literal,
+)
 
 # Returns the jobs it canceled. Locks the jobs first (a statement of its own), so two upstream
 # jobs ending at once settle their dependent one after the other, the second reading the
@@ -34,13 +33,13 @@ LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     done uuid[];
 BEGIN
-    PERFORM FROM dl_jobs WHERE job_id = ANY (candidates) AND status = 'queued' ORDER BY job_id FOR NO KEY UPDATE;
+    PERFORM FROM dl_jobs WHERE job_id = ANY (candidates) AND status = {QUEUED_SQL} ORDER BY job_id FOR NO KEY UPDATE;
     WITH state AS MATERIALIZED (
-        SELECT d.job_id, bool_and(u.status = 'succeeded') AS all_succeeded,
-               bool_and(u.status IN {_FINISHED}) AS all_finished, bool_or(d.run_anyway) AS run_anyway,
+        SELECT d.job_id, bool_and(u.status = {SUCCEEDED_SQL}) AS all_succeeded,
+               bool_and(u.status IN {FINISHED_SQL}) AS all_finished, bool_or(d.run_anyway) AS run_anyway,
                max(d.requested_available_at) AS requested,
-               (array_agg(u.job_id ORDER BY u.job_id) FILTER (WHERE u.status IN {_ENDED}))[1] AS culprit,
-               (array_agg(u.status::text ORDER BY u.job_id) FILTER (WHERE u.status IN {_ENDED}))[1] AS culprit_status
+               (array_agg(u.job_id ORDER BY u.job_id) FILTER (WHERE u.status IN {UNSUCCESSFUL_SQL}))[1] AS culprit,
+               (array_agg(u.status::text ORDER BY u.job_id) FILTER (WHERE u.status IN {UNSUCCESSFUL_SQL}))[1] AS culprit_status
         FROM dl_job_dependencies d JOIN dl_jobs u ON u.job_id = d.upstream_id
         WHERE d.job_id = ANY (candidates)
         GROUP BY d.job_id
@@ -48,23 +47,23 @@ BEGIN
     ready AS (
         UPDATE dl_jobs j SET available_at = GREATEST(s.requested, now())
         FROM state s
-        WHERE j.job_id = s.job_id AND j.status = 'queued' AND j.available_at = {WAITING_SQL}
+        WHERE j.job_id = s.job_id AND {is_waiting_sql("j")}
           AND (s.all_succeeded OR (s.run_anyway AND s.all_finished))
         RETURNING j.job_id, j.queue, j.available_at, s.all_succeeded
     ),
     canceled AS (
         UPDATE dl_jobs j
-        SET status = 'canceled', cancel_requested = true, finished_at = now(), lease_expires_at = NULL,
+        SET status = {CANCELED_SQL}, cancel_requested = true, finished_at = now(), lease_expires_at = NULL,
             error = format('Upstream job %s %s.', s.culprit, s.culprit_status)
         FROM state s
-        WHERE j.job_id = s.job_id AND j.status = 'queued' AND s.culprit IS NOT NULL AND NOT s.run_anyway
+        WHERE j.job_id = s.job_id AND j.status = {QUEUED_SQL} AND s.culprit IS NOT NULL AND NOT s.run_anyway
         RETURNING j.job_id, j.queue, s.culprit, s.culprit_status
     ),
     -- A retried job whose upstream jobs have not all finished waits again.
     waiting AS (
         UPDATE dl_jobs j SET available_at = {WAITING_SQL}
         FROM state s
-        WHERE j.job_id = s.job_id AND j.status = 'queued' AND j.available_at <> {WAITING_SQL}
+        WHERE j.job_id = s.job_id AND j.status = {QUEUED_SQL} AND j.available_at <> {WAITING_SQL}
           AND NOT s.all_succeeded AND NOT s.all_finished AND (s.culprit IS NULL OR s.run_anyway)
         RETURNING j.job_id
     ),
@@ -75,7 +74,7 @@ BEGIN
     -- A released job's requeue event says since when it is ready: its wait is counted from there.
     journal AS (
         INSERT INTO dl_job_events (job_id, queue, kind, payload)
-        SELECT job_id, queue, 'canceled',
+        SELECT job_id, queue, {sql_literal(EventKind.CANCELED)},
                jsonb_build_object('reason', 'upstream', 'upstream', culprit, 'upstream_status', culprit_status)
         FROM canceled
         UNION ALL
@@ -101,14 +100,14 @@ $$;
 REACT_CALL = f"""
 IF pg_trigger_depth() = 1 AND EXISTS (
     SELECT FROM new_values n
-    WHERE n.status <> 'running'
+    WHERE n.status <> {RUNNING_SQL}
       AND (EXISTS (SELECT FROM dl_job_dependencies d WHERE d.upstream_id = n.job_id)
-           OR (n.status = 'queued' AND EXISTS (SELECT FROM dl_job_dependencies d WHERE d.job_id = n.job_id)))
+           OR (n.status = {QUEUED_SQL} AND EXISTS (SELECT FROM dl_job_dependencies d WHERE d.job_id = n.job_id)))
 ) THEN
     PERFORM dl_job_dependencies_react(
-        ARRAY(SELECT n.job_id FROM new_values n WHERE n.status IN {_FINISHED}),
+        ARRAY(SELECT n.job_id FROM new_values n WHERE n.status IN {FINISHED_SQL}),
         ARRAY(SELECT n.job_id FROM new_values n JOIN old_values o ON o.job_id = n.job_id
-              WHERE n.status = 'queued' AND o.status IN {_FINISHED})
+              WHERE n.status = {QUEUED_SQL} AND o.status IN {FINISHED_SQL})
     );
 END IF;
 """
@@ -126,13 +125,13 @@ BEGIN
         ),
         restored AS (
             UPDATE dl_jobs j
-            SET status = 'queued', available_at = {WAITING_SQL}, cancel_requested = false, finished_at = NULL, error = NULL
-            FROM back b WHERE j.job_id = b.job_id AND j.status = 'canceled'
+            SET status = {QUEUED_SQL}, available_at = {WAITING_SQL}, cancel_requested = false, finished_at = NULL, error = NULL
+            FROM back b WHERE j.job_id = b.job_id AND j.status = {CANCELED_SQL}
             RETURNING j.job_id, j.queue, b.upstream_id
         ),
         journal AS (
             INSERT INTO dl_job_events (job_id, queue, kind, payload)
-            SELECT job_id, queue, 'queued',
+            SELECT job_id, queue, {sql_literal(EventKind.QUEUED)},
                    jsonb_build_object('reason', 'upstream retried', 'upstream', upstream_id, 'waiting', true)
             FROM restored
         )

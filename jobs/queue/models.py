@@ -9,6 +9,7 @@ import os
 import threading
 import time
 import uuid
+from functools import partial
 
 import pgtrigger
 from django.contrib.postgres.indexes import BrinIndex, GinIndex
@@ -17,8 +18,9 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import MD5, Cast
 
-from jobs.queue.dependency_rules import REACT_CALL, WAITING_AVAILABLE_AT, shown_status
-from pipeline_project.db.counts import Counts
+from jobs.queue.states import FINISHED, WAITING_AVAILABLE_AT, EventKind, JobStatus, shown_status
+from jobs.queue.triggers import notify_events_sql, notify_ready_sql
+from pipeline_project.db.counts import RowCounts
 from pipeline_project.db.triggers import statement_notify_triggers, statement_trigger
 
 DL_STATUS_TYPE = "dl_status"
@@ -26,30 +28,7 @@ NOTIFY_CHANNEL = "dl_jobs"
 CANCEL_CHANNEL = "dl_jobs_cancel"
 QUEUES_CHANNEL = "dl_queues"  # payload: a queue whose limits changed
 EVENTS_CHANNEL = "dl_job_events"  # payload: ids of jobs with new events, comma-separated
-EVENTS_NOTIFY_IDS = 200  # 200 ids of 36 characters stay under NOTIFY's 8,000-byte payload limit
-
-
-class JobStatus(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELED = "canceled"
-    LOST = "lost"
-
-
-FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED, JobStatus.LOST)
-
-
-class EventKind(models.TextChoices):
-    QUEUED = "queued"
-    PICKED = "picked"
-    HEARTBEAT = "heartbeat"
-    REQUEUE = "requeue"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELED = "canceled"
-    LOST = "lost"
+EVENTS_NOTIFY = notify_events_sql(channel=EVENTS_CHANNEL)
 
 
 class TransactionNow(models.Func):
@@ -102,29 +81,6 @@ class BigSerialField(models.BigAutoField):
         return None
 
 
-def _notify_ready_sql(compare_with_old: bool) -> str:
-    """One NOTIFY per queue per statement, with the seed trigger's rules.
-
-    INSERT: every inserted row's queue. UPDATE: rows that are queued and available now and
-    whose status or available_at changed. (A job that became claimable because the running
-    job of its lock_key ended is announced by the statement that ended it: see
-    ``services.jobs_complete``.)
-    """
-    if compare_with_old:
-        rows = (
-            "new_values n JOIN old_values o ON o.job_id = n.job_id "
-            "WHERE n.status = 'queued' AND n.available_at <= now() "
-            "AND (o.status IS DISTINCT FROM n.status OR o.available_at IS DISTINCT FROM n.available_at)"
-        )
-    else:
-        rows = "new_values n"
-    # UPDATE: then what jobs waiting for the changed ones do (``jobs.queue.dependency_rules``).
-    react = REACT_CALL if compare_with_old else ""
-    # And the counts (``JOB_COUNTS``), in this trigger: a second one costs a call per statement.
-    counts = JOB_COUNTS.append_sql(new=True, old=compare_with_old)
-    return f"PERFORM pg_notify('{NOTIFY_CHANNEL}', queue) FROM (SELECT DISTINCT n.queue FROM {rows}) AS ready; {react}{counts} RETURN NULL;"
-
-
 _uuid7_lock = threading.Lock()
 _uuid7_last = [0, 0]  # (milliseconds, the 74 random bits) of the last id this process made
 
@@ -146,7 +102,7 @@ def uuid7() -> uuid.UUID:
 
 # Jobs per queue, task and status, kept by dl_jobs' triggers: what the dashboard, /metrics, /status
 # and the admin's filters show, without counting millions of rows.
-JOB_COUNTS = Counts(table="dl_jobs", counts_table="dl_job_counts", columns=("queue", "task", "status"))
+JOB_COUNTS = RowCounts(table="dl_jobs", counts_table="dl_job_counts", columns=("queue", "task", "status"))
 
 
 class Job(models.Model):
@@ -159,7 +115,9 @@ class Job(models.Model):
     partition_key = models.TextField(default="", db_default="", blank=True)
     priority = models.IntegerField(default=100, db_default=100)
     available_at = models.DateTimeField(db_default=TransactionNow())
-    status = PgEnumField(enum_type=DL_STATUS_TYPE, choices=JobStatus, default=JobStatus.QUEUED, db_default="queued")
+    status = PgEnumField(
+        enum_type=DL_STATUS_TYPE, choices=JobStatus, default=JobStatus.QUEUED, db_default=JobStatus.QUEUED
+    )
     attempt = models.IntegerField(default=0, db_default=0)
     max_attempts = models.IntegerField(default=5, db_default=5)
     lease_ttl_sec = models.IntegerField(default=60, db_default=60)
@@ -189,23 +147,25 @@ class Job(models.Model):
             # lives in the rows, so it dies with the lease (no leaked lock when a worker
             # dies) and needs no session state (safe behind a transaction pooler).
             models.UniqueConstraint(
-                fields=["lock_key"], condition=Q(status="running"), name="ux_dl_jobs_running_lock_key"
+                fields=["lock_key"], condition=Q(status=JobStatus.RUNNING), name="ux_dl_jobs_running_lock_key"
             ),
         ]
         indexes = [
             # The seed's three indexes.
             models.Index(
                 fields=["queue", "available_at", "priority", "created_at"],
-                condition=Q(status="queued"),
+                condition=Q(status=JobStatus.QUEUED),
                 name="ix_dl_jobs_claim",
             ),
-            models.Index(fields=["lease_expires_at"], condition=Q(status="running"), name="ix_dl_jobs_running_lease"),
+            models.Index(
+                fields=["lease_expires_at"], condition=Q(status=JobStatus.RUNNING), name="ix_dl_jobs_running_lease"
+            ),
             models.Index(fields=["status", "queue"], name="ix_dl_jobs_status_queue"),
             # Extra: running jobs by lock_key, for the claim's running-key probe (``claims.KEY_FREE``), spelled
             # as this predicate so the two above cannot serve it (walked whole after an ANALYZE under a held xmin).
             models.Index(
                 fields=["lock_key"],
-                condition=Q(NotDistinctFrom(F("status"), models.Value("running"))),
+                condition=Q(NotDistinctFrom(F("status"), models.Value(JobStatus.RUNNING))),
                 name="ix_dl_jobs_running_lock_key",
             ),
             # Extra: the claim's ORDER BY priority, created_at, job_id read in index order, so a
@@ -213,14 +173,14 @@ class Job(models.Model):
             models.Index(
                 fields=["queue", "priority", "created_at", "job_id"],
                 include=["available_at"],
-                condition=Q(status="queued"),
+                condition=Q(status=JobStatus.QUEUED),
                 name="ix_dl_jobs_claim_order",
             ),
             # Extra: each lock_key's queued jobs in claim order: is a job the first of its key
             # (keys run in order), and the claim's walk over a queue's keys.
             models.Index(
                 fields=["queue", "lock_key", "priority", "created_at", "job_id"],
-                condition=Q(status="queued"),
+                condition=Q(status=JobStatus.QUEUED),
                 name="ix_dl_jobs_queued_lock_key",
             ),
             # Extra: retention by age and the throughput chart read finished jobs by time.
@@ -251,7 +211,9 @@ class Job(models.Model):
             models.Index(fields=["created_at"], condition=Q(error__isnull=False), name="ix_dl_jobs_errored"),
         ]
         triggers = [
-            *statement_notify_triggers(name="dl_jobs_notify", body=_notify_ready_sql),
+            *statement_notify_triggers(
+                name="dl_jobs_notify", body=partial(notify_ready_sql, channel=NOTIFY_CHANNEL, counts=JOB_COUNTS)
+            ),
             *JOB_COUNTS.triggers(name="dl_jobs_count", operations=("del",)),  # inserts, updates: above
         ]
 
@@ -260,26 +222,16 @@ class Job(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in FINISHED_STATUSES
+        return self.status in FINISHED
 
     @property
     def is_waiting(self) -> bool:
-        """Queued, but waiting for other jobs (see ``jobs.queue.dependency_rules``)."""
+        """Queued, but waiting for other jobs (see ``jobs.queue.states``)."""
         return self.status == JobStatus.QUEUED and self.available_at == WAITING_AVAILABLE_AT
 
     @property
     def display_status(self) -> str:
         return shown_status(self.status, self.available_at)
-
-
-def _notify_events_sql() -> str:
-    """One NOTIFY per statement (per 200 jobs) naming the jobs that got events: followers of
-    a job's event stream wake on it instead of polling."""
-    return (
-        f"PERFORM pg_notify('{EVENTS_CHANNEL}', string_agg(job_id::text, ',')) "
-        f"FROM (SELECT job_id, (row_number() OVER () - 1) / {EVENTS_NOTIFY_IDS} AS chunk "
-        "FROM (SELECT DISTINCT job_id FROM new_values) AS jobs) AS numbered GROUP BY chunk; RETURN NULL;"
-    )
 
 
 class JobEvent(models.Model):
@@ -304,9 +256,7 @@ class JobEvent(models.Model):
             # arrive in ts order, so it costs next to nothing to maintain.
             BrinIndex(fields=["ts"], name="ix_dl_job_events_ts_brin"),
         ]
-        triggers = [
-            statement_trigger(name="dl_job_events_notify", operation=pgtrigger.Insert, func=_notify_events_sql())
-        ]
+        triggers = [statement_trigger(name="dl_job_events_notify", operation=pgtrigger.Insert, func=EVENTS_NOTIFY)]
 
     def __str__(self) -> str:
         return f"{self.kind} #{self.event_id}"

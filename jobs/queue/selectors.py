@@ -12,10 +12,21 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
-from jobs.queue.dependency_rules import WAITING_AVAILABLE_AT, shown_status
-from jobs.queue.models import FINISHED_STATUSES, JOB_COUNTS, Job, JobEvent, JobStatus, PeriodicTask, Queue, Worker
+from jobs.queue.models import JOB_COUNTS, Job, JobEvent, PeriodicTask, Queue, Worker
 from jobs.queue.services.claims import FIRST_OF_KEY, KEY_FREE
 from jobs.queue.services.leases import RUNNING_PICKED_BY, Lease
+from jobs.queue.states import (
+    FINISHED,
+    QUEUED_SQL,
+    RUNNING_SQL,
+    SUCCEEDED_SQL,
+    UNSUCCESSFUL,
+    WAITING_AVAILABLE_AT,
+    EventKind,
+    JobStatus,
+    shown_status,
+    sql_literal,
+)
 from pipeline_project.api.errors import NotFoundError
 from pipeline_project.db import sql
 from pipeline_project.db.snapshot import snapshot
@@ -76,7 +87,7 @@ def job_status(*, job_id: uuid.UUID) -> str | None:
 
 def unfinished_job_ids() -> QuerySet:
     """The ids of the jobs not finished yet, as a subquery (``job_id__in=``)."""
-    return Job.objects.exclude(status__in=FINISHED_STATUSES).values("job_id")
+    return Job.objects.exclude(status__in=FINISHED).values("job_id")
 
 
 def jobs_with_args(*, values: dict[str, str | Expression], statuses: Iterable[str] | None = None) -> QuerySet[Job]:
@@ -108,10 +119,10 @@ def next_available_at(*, queues: list[str], due_since_sec: float = 0.0) -> datet
     for others do not count: the trigger releasing them wakes the workers.
     """
     return sql.rows(
-        """
+        f"""
         SELECT min(soonest) FROM unnest(%(queues)s::text[]) AS q(name), LATERAL (
             SELECT available_at AS soonest FROM dl_jobs
-            WHERE status = 'queued' AND queue = q.name
+            WHERE status = {QUEUED_SQL} AND queue = q.name
               AND available_at > now() - make_interval(secs => %(due_since)s) AND available_at < %(waiting)s
             ORDER BY available_at LIMIT 1
         ) AS next_job
@@ -157,7 +168,7 @@ _FIRST_OF_KEY = FIRST_OF_KEY.replace("%(queue)s", "w.queue")  # the queue of eac
 CLAIMABLE_DEPTHS = f"""
     WITH queues AS (
         SELECT name, bool_or(has_queued) AS has_queued FROM (
-            SELECT queue AS name, coalesce(sum(n) FILTER (WHERE status = 'queued'), 0) > 0 AS has_queued
+            SELECT queue AS name, coalesce(sum(n) FILTER (WHERE status = {QUEUED_SQL}), 0) > 0 AS has_queued
             FROM dl_job_counts GROUP BY queue HAVING sum(n) <> 0
             UNION ALL
             SELECT name, false FROM dl_queues
@@ -170,7 +181,7 @@ CLAIMABLE_DEPTHS = f"""
         FROM queues q LEFT JOIN dl_queues l ON l.name = q.name
         CROSS JOIN LATERAL (
             SELECT job_id, queue, lock_key, partition_key FROM dl_jobs
-            WHERE status = 'queued' AND queue = q.name AND available_at <= now()
+            WHERE status = {QUEUED_SQL} AND queue = q.name AND available_at <= now()
             ORDER BY available_at
             LIMIT %(window)s
         ) AS w
@@ -180,7 +191,7 @@ CLAIMABLE_DEPTHS = f"""
     SELECT q.name, c.part, c.n, l.limit_per_partition AND l.max_running IS NOT NULL,
            CASE WHEN l.max_running IS NULL THEN NULL WHEN l.limit_per_partition THEN l.max_running
                 ELSE l.max_running - coalesce((
-                    SELECT sum(k.n) FROM dl_job_counts k WHERE k.queue = c.queue AND k.status = 'running'), 0)::bigint
+                    SELECT sum(k.n) FROM dl_job_counts k WHERE k.queue = c.queue AND k.status = {RUNNING_SQL}), 0)::bigint
            END,
            CASE WHEN l.rate_limit IS NOT NULL THEN l.rate_limit - (
                SELECT count(*) FROM dl_queue_starts s
@@ -190,9 +201,9 @@ CLAIMABLE_DEPTHS = f"""
 """
 # The running jobs of queues limited per partition, by partition: a walk over the running jobs
 # only (their partial indexes), which the limited claim of such a queue makes at every claim.
-RUNNING_BY_PARTITION = """
+RUNNING_BY_PARTITION = f"""
     SELECT queue, partition_key, count(*) FROM dl_jobs
-    WHERE status = 'running' AND queue = ANY (%(queues)s::text[])
+    WHERE status = {RUNNING_SQL} AND queue = ANY (%(queues)s::text[])
     GROUP BY 1, 2
 """
 
@@ -295,7 +306,7 @@ def queue_starts_in_period() -> dict[str, int]:
 def queue_has_available_jobs(*, queue: str) -> bool:
     """Whether a queued job of ``queue`` is available now (one probe of ix_dl_jobs_claim)."""
     return sql.rows(
-        "SELECT EXISTS (SELECT FROM dl_jobs WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now())",
+        f"SELECT EXISTS (SELECT FROM dl_jobs WHERE status = {QUEUED_SQL} AND queue = %(queue)s AND available_at <= now())",
         {"queue": queue},
     )[0][0]
 
@@ -315,7 +326,7 @@ def throughput(*, minutes: int = 60) -> list[dict]:
         .values("minute")
         .annotate(
             succeeded=Count("job_id", filter=Q(status=JobStatus.SUCCEEDED)),
-            failed=Count("job_id", filter=Q(status__in=[s for s in FINISHED_STATUSES if s != JobStatus.SUCCEEDED])),
+            failed=Count("job_id", filter=Q(status__in=list(UNSUCCESSFUL))),
         )
         .order_by("minute")
     )
@@ -331,9 +342,9 @@ def queue_activity(*, minutes: int = 60) -> dict[str, dict]:
         return activity.setdefault(name, {"per_minute": {}, "wait": None, "run": None})
 
     finished = sql.rows(
-        """
+        f"""
         SELECT queue, date_trunc('minute', finished_at),
-               count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status <> 'succeeded')
+               count(*) FILTER (WHERE status = {SUCCEEDED_SQL}), count(*) FILTER (WHERE status <> {SUCCEEDED_SQL})
         FROM dl_jobs WHERE finished_at >= now() - make_interval(mins => %(minutes)s) GROUP BY 1, 2
         """,
         since,
@@ -343,13 +354,13 @@ def queue_activity(*, minutes: int = 60) -> dict[str, dict]:
     # Wait: each pick since the job was ready, that is since its queued or requeue event (or the
     # available_at that event set, for scheduled jobs and retries).
     waits = sql.rows(
-        """
+        f"""
         SELECT p.queue, percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY extract(epoch FROM p.ts - ready.at))
         FROM dl_job_events p
         CROSS JOIN LATERAL (
             SELECT GREATEST(e.ts, COALESCE((e.payload->>'available_at')::timestamptz, e.ts)) AS at
             FROM dl_job_events e
-            WHERE e.job_id = p.job_id AND e.event_id < p.event_id AND e.kind IN ('queued', 'requeue')
+            WHERE e.job_id = p.job_id AND e.event_id < p.event_id AND e.kind IN ({sql_literal(EventKind.QUEUED)}, 'requeue')
             ORDER BY e.event_id DESC LIMIT 1
         ) AS ready
         WHERE p.kind = 'picked' AND p.ts >= now() - make_interval(mins => %(minutes)s)

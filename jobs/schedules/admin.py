@@ -12,7 +12,7 @@ from jobs.schedules import selectors, services
 from jobs.schedules.models import Schedule
 from pipeline_project.api.errors import ApplicationError
 from pipeline_project.audit.actions import may
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.web.arguments import arguments_masked, arguments_masked_text, may_view_arguments
 from pipeline_project.web.times import ago, duration
 
@@ -191,13 +191,17 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     def _each(self, request, queryset, action: str, act) -> None:
         selected = list(queryset.values_list("pk", "name"))
-        with audited(request=request, action=action) as entry:
+
+        def each() -> list:
+            changed = []
             for schedule_id, name in selected:
                 try:
                     if act(schedule_id, request.user.get_username()):
-                        entry.objects.append(schedule_id)
+                        changed.append(schedule_id)
                 except ApplicationError as error:
                     self.message_user(request, f"{name}: {error.message}", messages.WARNING)
-            entry.count = len(entry.objects)
+            return changed
+
+        changed = audited_call(each, request=request, action=action, count=len, objects_of=list)
         done = {"schedule.pause": "paused", "schedule.resume": "resumed", "schedule.run_now": "enqueued"}[action]
-        self.message_user(request, f"{entry.count} of {len(selected)} schedule(s) {done}.")
+        self.message_user(request, f"{len(changed)} of {len(selected)} schedule(s) {done}.")

@@ -24,3 +24,8 @@ def next_run_times(schedule: Schedule, count: int = NEXT_RUNS) -> list[datetime]
     if schedule.paused:
         return []
     return [schedule.next_run_at, *timing_of(schedule).next_times(schedule.next_run_at, count - 1)]
+
+
+def schedule_by_name(*, name: str) -> Schedule | None:
+    """The schedule named ``name``, or None."""
+    return Schedule.objects.filter(name=name).first()

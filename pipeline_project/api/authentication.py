@@ -1,8 +1,14 @@
-"""``Authorization: Bearer <token>`` for daemons."""
+"""``Authorization: Bearer <token>`` for daemons.
 
+The tokens are an app's (``pipeline_project.core``): ``settings.API_TOKEN_MODEL`` names their
+model, ``settings.API_TOKEN_AUTHENTICATE`` the function that takes a key and gives back its live
+token, marked used, or None. A token has a ``name``, its ``scopes`` and ``allows(scope)``.
+"""
+
+from django.apps import apps
+from django.conf import settings
+from django.utils.module_loading import import_string
 from rest_framework import authentication, exceptions
-
-from pipeline_project.core import selectors, services
 
 
 class TokenPrincipal:
@@ -20,6 +26,13 @@ class TokenPrincipal:
 
     def __str__(self) -> str:
         return self.username
+
+
+def request_token(request):
+    """The API token (``settings.API_TOKEN_MODEL``) a request was authenticated with, DRF's
+    ``request.auth``; None for a staff session, a Django request, no request."""
+    token = getattr(request, "auth", None)
+    return token if isinstance(token, apps.get_model(settings.API_TOKEN_MODEL)) else None
 
 
 def request_caller(request) -> str:
@@ -47,10 +60,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             key = header[1].decode("ascii")
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Token contains invalid characters.") from None
-        token = selectors.api_token_by_key(key=key)
+        token = import_string(settings.API_TOKEN_AUTHENTICATE)(key=key)
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        services.api_token_mark_used(token=token)
         return TokenPrincipal(token), token
 
     def authenticate_header(self, request):

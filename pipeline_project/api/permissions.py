@@ -1,8 +1,15 @@
+"""Who may make a request: a token by its scopes, a staff session by its permissions.
+
+Operator actions are the audit app's: ``settings.API_OPERATOR_ACTION_ALLOWED`` names the
+function ``(user, action name) -> bool`` that says whether a staff user may perform one.
+"""
+
+from django.conf import settings
+from django.utils.module_loading import import_string
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
-from pipeline_project.audit.actions import may
-from pipeline_project.core.models import ApiToken
+from pipeline_project.api.authentication import request_token
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 WRITE_ACTIONS = {"POST": "add", "PUT": "change", "PATCH": "change", "DELETE": "delete"}
@@ -14,7 +21,7 @@ def only_reads(request, view) -> bool:
 
 
 def operator_action(request, view) -> str | None:
-    """The operator's action a request makes (``audit.actions``): its view's ``operator_action``,
+    """The operator's action a request makes (``API_OPERATOR_ACTION_ALLOWED``): its view's ``operator_action``,
     for its writes."""
     return None if only_reads(request, view) else getattr(view, "operator_action", None)
 
@@ -49,7 +56,7 @@ class IsDaemonOrPermittedStaff(BasePermission):
 
     A view names its model in ``permission_model``; a POST that changes rows rather than
     adding them says so with ``post_permission = "change"``. A view that declares its
-    ``operator_action`` needs, to write, that action's permission (``audit.actions``), as the
+    ``operator_action`` needs, to write, that action's permission (``API_OPERATOR_ACTION_ALLOWED``), as the
     admin's button does. A view with no model (the schema, the docs, /status) needs a staff
     session only.
     """
@@ -57,20 +64,20 @@ class IsDaemonOrPermittedStaff(BasePermission):
     message = "An API token, or a staff session with the permission this request needs, is required."
 
     def has_permission(self, request, view) -> bool:
-        if isinstance(request.auth, ApiToken):
+        if (token := request_token(request)) is not None:
             accepted = scopes_accepted(request, view)
-            if not any(request.auth.allows(scope) for scope in accepted):
-                held, needed = ", ".join(request.auth.scopes), " or ".join(accepted)
+            if not any(token.allows(scope) for scope in accepted):
+                held, needed = ", ".join(token.scopes), " or ".join(accepted)
                 raise ScopeMissing(
                     f"This token's scopes ({held}) do not include {needed}, which this request needs.",
-                    details={"scopes_accepted": list(accepted), "token_scopes": list(request.auth.scopes)},
+                    details={"scopes_accepted": list(accepted), "token_scopes": list(token.scopes)},
                 )
             return True
         user = request.user
         if not (user and user.is_authenticated and user.is_staff):
             return False
         if action := operator_action(request, view):
-            return may(user, action)
+            return import_string(settings.API_OPERATOR_ACTION_ALLOWED)(user, action)
         model = getattr(view, "permission_model", None)
         if model is None:
             return True

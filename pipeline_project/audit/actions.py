@@ -1,8 +1,14 @@
-"""What operators may do, each action by name with the permission it needs: one list that the
-admin, the /pipeline pages and the API check, that hides the buttons a user may not press,
-and that names the audit trail's rows."""
+"""What operators may do, each action by name with the permission it needs: one registry that the
+admin, the /pipeline pages and the API check, that hides the buttons a user may not press, and
+that names the audit trail's rows.
+
+Each app registers its own actions from its ``AppConfig.ready()`` with ``register_actions``; an
+action name nobody registered fails loudly wherever it is used (``action``).
+"""
 
 from dataclasses import dataclass
+
+from django.core.exceptions import ImproperlyConfigured
 
 
 @dataclass(frozen=True)
@@ -12,36 +18,42 @@ class OperatorAction:
     object_type: str  # what the action's objects are
 
 
-ACTIONS = {
-    action.name: action
-    for action in (
-        OperatorAction("job.retry", "jobs.retry_job", "job"),
-        OperatorAction("job.cancel", "jobs.cancel_job", "job"),
-        OperatorAction("job.delete", "jobs.delete_job", "job"),
-        OperatorAction("queue.pause", "jobs.pause_queue", "queue"),
-        OperatorAction("queue.resume", "jobs.pause_queue", "queue"),
-        OperatorAction("queue.limits", "jobs.limit_queue", "queue"),
-        OperatorAction("schedule.pause", "schedules.change_schedule", "schedule"),
-        OperatorAction("schedule.resume", "schedules.change_schedule", "schedule"),
-        OperatorAction("schedule.run_now", "schedules.run_schedule", "schedule"),
-        OperatorAction("run.start", "ingestion.add_ingestionrun", "source"),
-        OperatorAction("run.cancel", "ingestion.cancel_ingestionrun", "run"),
-        OperatorAction("run.retry_failed", "jobs.retry_job", "run"),
-        OperatorAction("process.repair", "processes.repair_process", "process"),
-        OperatorAction("process.simple_repair", "processes.repair_process", "process"),
-        OperatorAction("tracking.retry", "tracking.change_pipelinetracking", "tracking row"),
-        OperatorAction("prepare_job.cancel", "dbstates.change_preparejob", "prepare job"),
-        OperatorAction("token.revoke", "core.change_apitoken", "api token"),
-    )
-}
-
-# Arguments' secret values (settings.SECRET_ARG_KEYS) are shown to users with this permission.
-VIEW_ARGUMENTS = "jobs.view_job_arguments"
+# Every registered action by name, in the order registered.
+ACTIONS: dict[str, OperatorAction] = {}
 
 
-def may(user, action: str) -> bool:
-    """Whether a (staff) user may perform the operator action named ``action``."""
-    return bool(user and user.is_active and user.is_staff and user.has_perm(ACTIONS[action].permission))
+def register_actions(*actions: OperatorAction) -> None:
+    """Make ``actions`` known; registering one again is harmless, another under its name is an error."""
+    for operator_action in actions:
+        known = ACTIONS.setdefault(operator_action.name, operator_action)
+        if known != operator_action:
+            raise ImproperlyConfigured(
+                f"Two operator actions are named {operator_action.name!r}: {known}, {operator_action}"
+            )
+
+
+def action(name: str) -> OperatorAction:
+    """The registered action named ``name``; a LookupError for a name no app registered."""
+    try:
+        return ACTIONS[name]
+    except KeyError:
+        raise LookupError(f"No operator action {name!r} is registered (register_actions in an app's ready())") from None
+
+
+def action_choices() -> list[tuple[str, str]]:
+    """The audit trail's ``action`` choices: every registered action's name."""
+    return [(name, name) for name in ACTIONS]
+
+
+def object_type_choices() -> list[tuple[str, str]]:
+    """The audit trail's ``object_type`` choices: what the registered actions act on."""
+    return [(name, name) for name in sorted({registered.object_type for registered in ACTIONS.values()})]
+
+
+def may(user, name: str) -> bool:
+    """Whether a (staff) user may perform the operator action named ``name``."""
+    permission = action(name).permission
+    return bool(user and user.is_active and user.is_staff and user.has_perm(permission))
 
 
 def permissions_of(user) -> dict[str, bool]:

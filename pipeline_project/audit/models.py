@@ -3,11 +3,9 @@ from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models.functions import Now
 
-from pipeline_project.audit.actions import ACTIONS
+from pipeline_project.audit.actions import action_choices, object_type_choices
 
 VIA = [("admin", "admin"), ("pipeline", "/pipeline pages"), ("api", "API")]
-# Choices, so that the admin's filter lists them instead of reading every row for distinct values.
-OBJECT_TYPES = [(name, name) for name in sorted({action.object_type for action in ACTIONS.values()})]
 
 
 class AuditEntry(models.Model):
@@ -19,8 +17,10 @@ class AuditEntry(models.Model):
     actor = models.CharField(max_length=200, help_text="The user's name, or token:<name> for an API token.")
     via = models.CharField(max_length=10, choices=VIA)
     address = models.GenericIPAddressField(null=True, blank=True, help_text="The client's address.")
-    action = models.CharField(max_length=40, choices=[(name, name) for name in ACTIONS])
-    object_type = models.CharField(max_length=40, choices=OBJECT_TYPES)
+    # Choices (what the apps registered, read when asked), so that the admin's filter lists them
+    # instead of reading every row for distinct values.
+    action = models.CharField(max_length=40, choices=action_choices)
+    object_type = models.CharField(max_length=40, choices=object_type_choices)
     object_ids = ArrayField(
         models.TextField(), default=list, blank=True, help_text="The objects named (first ones of a long list)."
     )

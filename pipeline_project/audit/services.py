@@ -3,15 +3,15 @@ transaction, so a row exists exactly when the action took effect."""
 
 import ipaddress
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from pipeline_project.audit.actions import ACTIONS
+from pipeline_project.api.authentication import request_token
+from pipeline_project.audit import actions
 from pipeline_project.audit.models import AuditEntry
-from pipeline_project.core.models import ApiToken
 from pipeline_project.web.arguments import arguments_masked
 
 MAX_RECORDED_IDS = 100  # a bulk action's entry names its first objects; ``count`` says how many
@@ -27,8 +27,7 @@ class Actor:
 
     @classmethod
     def of_request(cls, request) -> "Actor":
-        token = getattr(request, "auth", None)
-        if isinstance(token, ApiToken):
+        if (token := request_token(request)) is not None:
             return cls(f"token:{token.name}", "api", _address(request))
         via = (
             "api"
@@ -70,7 +69,7 @@ def audit_record(
         via=actor.via,
         address=actor.address,
         action=action,
-        object_type=ACTIONS[action].object_type,
+        object_type=actions.action(action).object_type,
         object_ids=[str(obj) for obj in list(objects)[:MAX_RECORDED_IDS]],
         filter=_masked(filter),
         count=count,
@@ -116,3 +115,29 @@ def audited(
                 count=entry.count,
                 detail=entry.detail,
             )
+
+
+def audited_call[T](
+    call: Callable[[], T],
+    *,
+    request,
+    action: str,
+    objects: Iterable = (),
+    filter: dict | None = None,
+    record: bool = True,
+    count: Callable[[T], int] = lambda result: 1,
+    detail: Callable[[T], dict] | None = None,
+    objects_of: Callable[[T], Iterable] | None = None,
+) -> T:
+    """``call()`` (one service call) as the operator action ``action``, recorded as ``audited``
+    records it; returns what the call returned. The entry's ``count`` is ``count(result)`` (one
+    object by default), its ``detail`` ``detail(result)``; ``objects_of(result)`` adds the objects
+    the call names itself (a bulk action that reports those it changed)."""
+    with audited(request=request, action=action, objects=objects, filter=filter, record=record) as entry:
+        result = call()
+        entry.count = count(result)
+        if detail is not None:
+            entry.detail = detail(result)
+        if objects_of is not None:
+            entry.objects.extend(objects_of(result))
+    return result

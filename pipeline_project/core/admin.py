@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.core import services
 from pipeline_project.core.models import ApiToken
 
@@ -42,8 +42,12 @@ class ApiTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke_tokens(self, request, queryset):
         token_ids = list(queryset.filter(revoked_at__isnull=True).values_list("pk", flat=True))
-        with audited(request=request, action="token.revoke", objects=token_ids) as entry:
-            for token_id in token_ids:
-                services.api_token_revoke(token_id=token_id)
-            count = entry.count = len(token_ids)
+        revoked = audited_call(
+            lambda: [services.api_token_revoke(token_id=token_id) for token_id in token_ids],
+            request=request,
+            action="token.revoke",
+            objects=token_ids,
+            count=len,
+        )
+        count = len(revoked)
         self.message_user(request, f"Revoked {count} token(s) at {timezone.now():%Y-%m-%d %H:%M:%S} UTC.")

@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pipeline_project.api.errors import InvalidInputError, NotFoundError
+from pipeline_project.core import selectors
 from pipeline_project.core.models import SCOPES, ApiToken, default_scopes
 
 # last_used_at is advisory; writing it on every request would double the API's writes.
@@ -46,3 +47,12 @@ def api_token_mark_used(*, token: ApiToken) -> None:
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
+
+
+def api_token_authenticate(*, key: str) -> ApiToken | None:
+    """The live token whose key is ``key``, marked used; None for an unknown or revoked key
+    (``settings.API_TOKEN_AUTHENTICATE``: the API's bearer authentication calls it)."""
+    token = selectors.api_token_by_key(key=key)
+    if token is not None:
+        api_token_mark_used(token=token)
+    return token

@@ -1,10 +1,10 @@
-"""Service endpoints outside the versioned API: /health, /status, /metrics, error views."""
+"""Service endpoints outside the versioned API: /health, /status, /metrics, the schema and its docs
+(routed by ``pipeline_project.core.urls``; the probe port serves ``PROBE_ANSWERS``, named in
+``settings.WEB_PROBE_ANSWERS``)."""
 
 import functools
 
 from django.http import HttpResponse
-from django.urls import Resolver404
-from django.views import csrf, defaults
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from pipeline_project.api.errors import error_shape, json_error
+from pipeline_project.api.errors import json_error
 from pipeline_project.api.rendering import JSONAnswer
 from pipeline_project.core import selectors
 from pipeline_project.core.metrics import metrics_registry
@@ -58,7 +58,7 @@ def metrics_answer(request):
     return HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)
 
 
-# What the probe port serves (settings.WEB_PROBE_PORT), with no token: pipeline_project.web.middleware.
+# What the probe port serves (settings.WEB_PROBE_PORT), with no token: settings.WEB_PROBE_ANSWERS.
 PROBE_ANSWERS = {"/health": health, "/status": status_answer, "/metrics": metrics_answer}
 
 
@@ -94,45 +94,3 @@ class SchemaView(ErrorsAsJSONMixin, SpectacularAPIView):
 
 class DocsView(ErrorsAsJSONMixin, SpectacularSwaggerView):
     pass
-
-
-# Django's error views (handler400/403/404/500 and the CSRF failure view): JSON in the path's
-# error shape on the API's paths (settings.JSON_ERROR_PATHS), Django's pages elsewhere.
-
-
-def not_found(request, exception=None):
-    if error_shape(request.path):
-        message = f"No endpoint at {request.path}." if isinstance(exception, Resolver404) else "Not found."
-        return json_error(request.path, 404, "not_found", message)
-    return defaults.page_not_found(request, exception)
-
-
-def bad_request(
-    request,
-    exception=None,
-    *,
-    code: str = "bad_request",
-    message: str = "The request could not be understood.",
-    details: dict | None = None,
-):
-    if error_shape(request.path):
-        return json_error(request.path, 400, code, message, details)
-    return defaults.bad_request(request, exception)
-
-
-def permission_denied(request, exception=None):
-    if error_shape(request.path):
-        return json_error(request.path, 403, "permission_denied", "You do not have permission to perform this action.")
-    return defaults.permission_denied(request, exception)
-
-
-def csrf_failure(request, reason=""):
-    if error_shape(request.path):
-        return json_error(request.path, 403, "csrf_failed", f"CSRF check failed: {reason}")
-    return csrf.csrf_failure(request, reason)
-
-
-def server_error(request):
-    if error_shape(request.path):
-        return json_error(request.path, 500, "server_error", "Internal server error; the request id is in the logs.")
-    return defaults.server_error(request)

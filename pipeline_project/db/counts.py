@@ -20,7 +20,9 @@ from pipeline_project.db.connections import apart_from_this_transaction
 
 
 @dataclass(frozen=True)
-class Counts:
+class RowCounts:
+    """The row counts of ``table`` by ``columns``, kept in ``counts_table``."""
+
     table: str  # the counted table
     counts_table: str
     columns: Sequence[str]  # what rows are counted by
@@ -102,7 +104,7 @@ class Counts:
 
 
 def sum_matching(rows: list[tuple], wanted: Sequence[str | None]) -> int:
-    """The sum of the counts rows ``(*values, n)`` (``Counts.read()``'s) whose values are those
+    """The sum of the counts rows ``(*values, n)`` (``RowCounts.read()``'s) whose values are those
     ``wanted`` (compared as text, as a query string gives them; None: any)."""
     return sum(
         row[-1]

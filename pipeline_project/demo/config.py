@@ -1,7 +1,6 @@
 """The demo's names and settings, kept here rather than in the project's settings: everything the
 demo makes carries one of these names, so ``demo --remove`` finds exactly what it made."""
 
-import json
 import os
 from pathlib import Path
 
@@ -23,14 +22,6 @@ TRACKING_SHARDS = (0, 1, 2)
 PRODUCER = "demo"  # dl_jobs.producer of the jobs the demo enqueues itself
 IDEMPOTENCY_PREFIX = "demo:"
 
-# What runservice's worker serves for the demo besides WORKERS_JSON's default (the ingestion run
-# and the database state use the default and sqlrs queues, which it serves anyway).
-WORKERS = [
-    {"queue": "demo-etl", "concurrency": 2},
-    {"queue": "demo-reports", "concurrency": 1},
-    {"namespace": NAMESPACE, "concurrency": 2},
-]
-
 # The prepared database state: a psql script given on stdin (no file to place under
 # SQLRS_SCRIPT_ROOTS); its first line marks the prepare job as the demo's.
 STATE_IMAGE = "postgres:latest"
@@ -39,9 +30,3 @@ CREATE TABLE readings (meter int, taken_on date, litres int);
 INSERT INTO readings SELECT n % 50, date '2025-01-01' + n / 50, 100 + n % 37 FROM generate_series(0, 9999) AS n;
 CREATE INDEX ON readings (meter, taken_on);
 """
-
-
-def workers_json(default: str) -> str:
-    """WORKERS_JSON's ``default`` with the demo's queues and namespace added (runservice's worker)."""
-    entries = json.loads(default)
-    return json.dumps(entries + [entry for entry in WORKERS if entry not in entries])

@@ -7,8 +7,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobs.queue import services
-from jobs.queue.models import Job, Queue, QueueStart
+from jobs.queue import selectors, services
 from jobs.queue.services import JobSpec
 from pipeline_project.demo.config import IDEMPOTENCY_PREFIX, PRODUCER, QUEUES
 
@@ -55,7 +54,7 @@ def demo_job_keys() -> list[str]:
 
 def jobs_install() -> int:
     """Enqueue the demo's jobs that are not there yet (by idempotency key); how many were made."""
-    if Job.objects.filter(idempotency_key__in=demo_job_keys()).count() == len(demo_job_keys()):
+    if selectors.job_list().filter(idempotency_key__in=demo_job_keys()).count() == len(demo_job_keys()):
         return 0  # all there: not even an idempotent insert
     created = 0
     ids: dict[str, object] = {}
@@ -72,8 +71,4 @@ def jobs_install() -> int:
 def jobs_remove() -> int:
     """Delete every job of the demo's queues (the schedule's ticks are there too), running or not,
     with their journals and dependencies, and the queues' operator state."""
-    selection = services.Selection.of_queryset(Job.objects.filter(queue__in=QUEUES))
-    deleted = services.jobs_delete(selection=selection, force=True).changed
-    Queue.objects.filter(name__in=QUEUES).delete()
-    QueueStart.objects.filter(queue__in=QUEUES).delete()
-    return deleted
+    return services.queues_delete(queues=QUEUES)

@@ -2,25 +2,18 @@
 services, idempotently. Everything the demo makes is named ``demo`` something (config), so a
 second install finds it and makes nothing, and remove deletes exactly it and nothing else."""
 
-import shutil
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.db import transaction
 
 from ingestion import services as ingestion_services
-from ingestion.models import ENDED_RUN_STATUSES, HostSlot, IngestionRun, RobotsTxt, Source, SourcePace
-from jobs.dbstates.engine.steps import PrepareRequest
-from jobs.dbstates.models import Instance, PrepareJob, State
-from jobs.dbstates.services import prepare_jobs
-from jobs.dbstates.services.deletions import instance_delete, prepare_job_delete, state_delete
+from jobs.dbstates import selectors as state_selectors
+from jobs.dbstates import services as state_services
+from jobs.processes import selectors as process_selectors
 from jobs.processes import services as process_services
-from jobs.processes.models import Process
-from jobs.queue.selectors import jobs_with_args
-from jobs.queue.services import Selection, jobs_delete
+from jobs.schedules import selectors as schedule_selectors
 from jobs.schedules import services as schedule_services
-from jobs.schedules.models import Schedule
 from pipeline_project.api.errors import InvalidInputError
 from pipeline_project.demo import config, jobs, tracking
 
@@ -33,7 +26,7 @@ PROCESS_ARGS = {
 
 
 @dataclass
-class Outcome:
+class DemoReport:
     """What an install or a removal did, by system (the command prints it)."""
 
     counts: dict[str, int] = field(default_factory=dict)
@@ -48,12 +41,12 @@ def base_url_check(base_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def demo_install(*, base_url: str = config.DEFAULT_BASE_URL) -> Outcome:
+def demo_install(*, base_url: str = config.DEFAULT_BASE_URL) -> DemoReport:
     """Make what is missing of the demo: the source and its first run, the jobs, the schedule,
     the processes, the tracked files and the prepared database state. What is there is left as
     it is (a run, a job or a process moves on under the workers; a second install makes nothing)."""
     start_url = f"{base_url_check(base_url)}{config.SITE_PATH}index.html"
-    outcome = Outcome()
+    outcome = DemoReport()
     with transaction.atomic():
         outcome.counts["source"], outcome.counts["run"] = _ingestion_install(start_url)
         outcome.counts["jobs"] = jobs.jobs_install()
@@ -65,9 +58,9 @@ def demo_install(*, base_url: str = config.DEFAULT_BASE_URL) -> Outcome:
     return outcome
 
 
-def demo_remove() -> Outcome:
+def demo_remove() -> DemoReport:
     """Delete everything the demo made, and nothing else; running work is stopped first."""
-    outcome = Outcome()
+    outcome = DemoReport()
     with transaction.atomic():
         outcome.counts["runs"] = _ingestion_remove()
         outcome.counts["jobs"] = jobs.jobs_remove()
@@ -82,44 +75,26 @@ def demo_remove() -> Outcome:
 def _ingestion_install(start_url: str) -> tuple[int, int]:
     """The demo source (its start URL moved to ``start_url`` if it changed) and, if it never
     ran, a run of it: discover → download → OCR on the service's own demo site."""
-    source, created = Source.objects.get_or_create(
+    created, started = ingestion_services.source_ensure(
         name=config.SOURCE_NAME,
-        defaults={"start_url": start_url, "crawl_delay_sec": 0.2, "max_concurrent_per_host": 2, "max_documents": 20},
+        start_url=start_url,
+        first_run=True,
+        crawl_delay_sec=0.2,
+        max_concurrent_per_host=2,
+        max_documents=20,
     )
-    if source.start_url != start_url:
-        Source.objects.filter(id=source.id).update(start_url=start_url)
-    if IngestionRun.objects.filter(source=source).exists():
-        return int(created), 0
-    ingestion_services.run_start(source_id=source.id, manual=False)
-    return int(created), 1
+    return int(created), int(started)
 
 
 def _ingestion_remove() -> int:
     """The demo source, its runs (stopped first), their items, jobs and downloaded files, and
     what politeness kept for its host when no other source fetches from it."""
-    source = Source.objects.filter(name=config.SOURCE_NAME).first()
-    if source is None:
-        return 0
-    runs = list(IngestionRun.objects.filter(source=source).values_list("id", "status"))
-    for run_id, status in runs:
-        if status not in ENDED_RUN_STATUSES:
-            ingestion_services.run_cancel(run_id=run_id, by=BY)
-        jobs_delete(selection=Selection.of_queryset(jobs_with_args(values={"run_id": str(run_id)})), force=True)
-    IngestionRun.objects.filter(source=source).delete()  # items and stage counts go with them
-    SourcePace.objects.filter(source=source).delete()
-    origin = f"{urlsplit(source.start_url).scheme}://{urlsplit(source.start_url).netloc}"
-    source.delete()
-    if not any(s.start_url.startswith(origin) for s in Source.objects.only("start_url")):
-        RobotsTxt.objects.filter(origin=origin).delete()
-        HostSlot.objects.filter(host=urlsplit(origin).netloc, holder__isnull=True).delete()
-    paths = [settings.INGESTION_STORAGE_DIR / str(run_id) for run_id, _status in runs]
-    transaction.on_commit(lambda: [shutil.rmtree(path, ignore_errors=True) for path in paths])
-    return len(runs)
+    return ingestion_services.source_delete(name=config.SOURCE_NAME, by=BY)
 
 
 def _schedule_install() -> int:
     """Every 10 s the schedule enqueues ``demo.tracking-tick``, which moves the tracked files on."""
-    if Schedule.objects.filter(name=config.SCHEDULE_NAME).exists():
+    if schedule_selectors.schedule_by_name(name=config.SCHEDULE_NAME) is not None:
         return 0
     values = {
         "name": config.SCHEDULE_NAME,
@@ -132,7 +107,7 @@ def _schedule_install() -> int:
 
 
 def _schedule_remove() -> int:
-    schedule = Schedule.objects.filter(name=config.SCHEDULE_NAME).first()
+    schedule = schedule_selectors.schedule_by_name(name=config.SCHEDULE_NAME)
     if schedule is None:
         return 0
     schedule_services.schedule_delete(schedule_id=schedule.id)
@@ -142,7 +117,7 @@ def _schedule_remove() -> int:
 def _processes_install() -> int:
     """The demo's processes, each with its init task waiting for the namespace's worker (not
     waited for here: ``demo`` returns whether a worker runs or not)."""
-    existing = set(Process.objects.filter(namespace=config.NAMESPACE).values_list("process_id", flat=True))
+    existing = process_selectors.process_ids(namespace=config.NAMESPACE)
     missing = [process_id for process_id in config.PROCESS_IDS if process_id not in existing]
     for process_id in missing:
         request = process_services.TaskRequest(
@@ -154,27 +129,20 @@ def _processes_install() -> int:
 
 def _processes_remove() -> int:
     """The namespace's processes with their tasks, schedule, running rows and events (cascade)."""
-    processes = Process.objects.filter(namespace=config.NAMESPACE)
-    count = processes.count()
-    processes.delete()
-    return count
-
-
-def _demo_prepare_jobs():
-    return PrepareJob.objects.filter(request__stdin=config.STATE_SQL)
+    return process_services.processes_delete(namespace=config.NAMESPACE)
 
 
 def _state_install(notes: list[str]) -> int:
     """A prepare job on the engine's queue (psql on the newest local PostgreSQL, the script on
     stdin); the sqlrs worker builds the state and starts an instance of it."""
-    if _demo_prepare_jobs().exists():
+    if state_selectors.prepare_job_ids_with_stdin(stdin=config.STATE_SQL):
         return 0
-    request = PrepareRequest(
+    request = state_services.PrepareRequest(
         prepare_kind="psql", image_id=config.STATE_IMAGE, psql_args=["-f", "-"], stdin=config.STATE_SQL
     )
     try:
         with transaction.atomic():
-            prepare_jobs.prepare_job_submit(request=request)
+            state_services.prepare_job_submit(request=request)
     except InvalidInputError as exc:  # no PostgreSQL installation on this machine to prepare with
         notes.append(f"database state skipped: {exc}")
         return 0
@@ -184,16 +152,7 @@ def _state_install(notes: list[str]) -> int:
 def _state_remove() -> int:
     """The demo's prepare jobs, their instances and the states only they built (their script is
     the demo's, so no other job's state has their content hash), and their queue jobs."""
-    removed = 0
-    for job in list(_demo_prepare_jobs()):
-        for instance_id in Instance.objects.filter(job=job).values_list("instance_id", flat=True):
-            instance_delete(instance_id=instance_id, force=True)
-        built = [state for state in job.tasks.values_list("output_state_id", flat=True) if state]
-        prepare_job_delete(job_id=job.job_id, force=True)
-        for state_id in reversed(built):  # children first
-            if State.objects.filter(state_id=state_id).exists():
-                state_delete(state_id=state_id, recurse=True, force=True)
-        if job.queue_job_id:
-            jobs_delete(selection=Selection.of_ids([job.queue_job_id]), force=True)
-        removed += 1
-    return removed
+    job_ids = state_selectors.prepare_job_ids_with_stdin(stdin=config.STATE_SQL)
+    for job_id in job_ids:
+        state_services.prepare_job_purge(job_id=job_id)
+    return len(job_ids)

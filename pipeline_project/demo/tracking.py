@@ -4,8 +4,8 @@ services, as daemons would move them over the API."""
 
 from pipeline_project.api.errors import ConflictError
 from pipeline_project.demo.config import TRACKING_FILES, TRACKING_SHARDS
-from tracking import services
-from tracking.models import QUEUE_STAGES, PipelineTracking, Status
+from tracking import selectors, services
+from tracking.selectors import QUEUE_STAGES, Status
 
 # Transitions given to each shard of each file when it is first registered: the first file goes
 # all the way, the second part of the way (one shard fails: the admin's retry action has work),
@@ -16,7 +16,7 @@ ROWS_PER_TICK = 3
 
 
 def demo_rows():
-    return PipelineTracking.objects.using(services.DATABASE).filter(filename__in=TRACKING_FILES)
+    return selectors.rows_of_files(filenames=TRACKING_FILES)
 
 
 def tracking_install() -> int:
@@ -78,5 +78,4 @@ def tracking_advance() -> dict:
 
 def tracking_remove() -> int:
     """Delete the demo's rows (their stage history goes with them: ON DELETE CASCADE)."""
-    deleted, _by_model = demo_rows().delete()
-    return deleted
+    return services.files_delete(filenames=TRACKING_FILES)

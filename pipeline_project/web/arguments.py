@@ -10,9 +10,10 @@ string: neither its length nor its type shows. Only answers are masked; stored a
 change.
 
 Who may view them: a request by an API token with the ``write`` scope (the daemons that enqueue
-the arguments in the first place), or a staff member with ``jobs.view_job_arguments``
-(superusers have every permission). Everyone else gets masked values, and may not search by a
-secret key either: a containment query naming one would let them guess the value.
+the arguments in the first place), or a staff member with a permission an app registered with
+``viewing_permission_register`` (the queue's ``jobs.view_job_arguments``; superusers have every
+permission). Everyone else gets masked values, and may not search by a secret key either: a
+containment query naming one would let them guess the value.
 """
 
 import json
@@ -20,12 +21,18 @@ import re
 
 from django.conf import settings
 
-from pipeline_project.audit.actions import VIEW_ARGUMENTS
-from pipeline_project.core.models import ApiToken
+from pipeline_project.api.authentication import request_token
 
 MASK = "••••••"
 _SEPARATORS = re.compile(r"[\s_.\-]+")
 SEARCH_REFUSED = "Searching arguments by a secret key ({keys}) needs the permission to view arguments."
+# The permissions ("app_label.codename") any one of which lets a staff member view arguments.
+_VIEWING_PERMISSIONS: set[str] = set()
+
+
+def viewing_permission_register(permission: str) -> None:
+    """Let staff members with ``permission`` view arguments unmasked (an app calls it in ``ready()``)."""
+    _VIEWING_PERMISSIONS.add(permission)
 
 
 def _normalized(name: str) -> str:
@@ -109,15 +116,13 @@ def arguments_masked_text(value) -> str:
 
 def may_view_arguments(request) -> bool:
     """Whether the request's caller sees arguments unmasked: a token with the ``write`` scope, or a
-    staff member with ``jobs.view_job_arguments``. Takes a Django HttpRequest or a DRF Request
-    (whose ``auth`` is the ApiToken of a token request)."""
+    staff member with a registered viewing permission. Takes a Django HttpRequest or a DRF Request."""
     if request is None:
         return False
-    token = getattr(request, "auth", None)
-    if isinstance(token, ApiToken):
+    if (token := request_token(request)) is not None:
         return token.allows("write")
     user = getattr(request, "user", None)
-    return bool(user and user.is_active and user.is_staff and user.has_perm(VIEW_ARGUMENTS))
+    return bool(user and user.is_active and user.is_staff and any(map(user.has_perm, sorted(_VIEWING_PERMISSIONS))))
 
 
 def arguments_shown(value, *, request):

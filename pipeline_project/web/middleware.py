@@ -24,16 +24,18 @@ from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddlewar
 from django.middleware.security import SecurityMiddleware as DjangoSecurityMiddleware
 from django.utils.deprecation import MiddlewareMixin
 from django.utils.functional import SimpleLazyObject, empty
+from django.utils.module_loading import import_string
 from whitenoise.middleware import WhiteNoiseMiddleware as BaseWhiteNoiseMiddleware
 
 from pipeline_project.api.errors import error_shape, json_error, status_error
-from pipeline_project.core.views import PROBE_ANSWERS, bad_request, health
 from pipeline_project.db.outages import OUTAGES
 from pipeline_project.logging import request_id_var
+from pipeline_project.web.error_views import bad_request
 
 access_log = logging.getLogger("pipeline.access")
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-_QUIET_PATHS = frozenset({"/health"})
+HEALTH_PATH = "/health"  # answered whatever the Host, on every port, on the event loop
+_QUIET_PATHS = frozenset({HEALTH_PATH})
 
 
 class OnLoopMixin(MiddlewareMixin):
@@ -107,9 +109,10 @@ class MessageMiddleware(OnLoopMixin, DjangoMessageMiddleware):
 class ProbeMiddleware:
     """Probes before anything reads the Host: ``/health`` answers whatever the Host on every port
     (an orchestrator's httpGet probe sends the pod's address, which no ALLOWED_HOSTS lists). On
-    the probe port (``settings.WEB_PROBE_PORT``) only ``PROBE_ANSWERS`` are served, with no token
-    and whatever the Host; any other path is 404 there. /status and /metrics read the database:
-    in async mode they are answered in a thread, /health on the loop."""
+    the probe port (``settings.WEB_PROBE_PORT``) only the paths ``settings.WEB_PROBE_ANSWERS`` maps
+    to their views (dotted paths) are served, with no token and whatever the Host; any other path is
+    404 there. The others (/status, /metrics) read the database: in async mode they are answered in
+    a thread, /health on the loop."""
 
     sync_capable = async_capable = True
 
@@ -129,19 +132,21 @@ class ProbeMiddleware:
         answer = self._answer(request)
         if answer is None:
             return await self.get_response(request)
-        return answer(request) if answer is health else await sync_to_async(answer)(request)
+        return answer(request) if request.path == HEALTH_PATH else await sync_to_async(answer)(request)
 
     @staticmethod
     def _answer(request):
-        if request.path == "/health":
-            return health
+        if request.path == HEALTH_PATH:
+            return import_string(settings.WEB_PROBE_ANSWERS[HEALTH_PATH])
         if settings.WEB_PROBE_PORT is None or request.META.get("SERVER_PORT") != settings.WEB_PROBE_PORT:
             return None
-        return PROBE_ANSWERS.get(request.path, _probe_port_not_found)  # each answers GET and HEAD only
+        answer = settings.WEB_PROBE_ANSWERS.get(request.path)  # each answers GET and HEAD only
+        return _probe_port_not_found if answer is None else import_string(answer)
 
 
 def _probe_port_not_found(request):
-    return json_error(request.path, 404, "not_found", f"The probe port serves only {', '.join(PROBE_ANSWERS)}.")
+    served = ", ".join(settings.WEB_PROBE_ANSWERS)
+    return json_error(request.path, 404, "not_found", f"The probe port serves only {served}.")
 
 
 class WhiteNoiseMiddleware(BaseWhiteNoiseMiddleware):

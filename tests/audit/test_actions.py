@@ -3,8 +3,10 @@
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.core.exceptions import ImproperlyConfigured
 
-from pipeline_project.audit.actions import ACTIONS, VIEW_ARGUMENTS, may, permissions_of
+from jobs.queue.apps import VIEW_ARGUMENTS
+from pipeline_project.audit.actions import ACTIONS, OperatorAction, may, permissions_of, register_actions
 from tests.conftest import ALL_DATABASES
 
 pytestmark = ALL_DATABASES
@@ -45,3 +47,20 @@ def test_a_superuser_who_is_not_active_staff_may_do_nothing(flags):
 
 def test_a_superuser_may_do_everything():
     assert all(permissions_of(get_user_model().objects.create_superuser("root", password="pw")).values())
+
+
+def test_an_unknown_action_fails_loudly():
+    user = get_user_model().objects.create_superuser("root", password="pw")
+
+    with pytest.raises(LookupError, match=r"no\.such"):
+        may(user, "no.such")
+
+
+def test_each_app_registers_its_own_actions_and_a_second_definition_of_one_is_refused():
+    assert {"job.retry", "schedule.pause", "run.start", "process.repair", "tracking.retry"} <= set(ACTIONS)
+    assert {"prepare_job.cancel", "token.revoke"} <= set(ACTIONS)
+    register_actions(ACTIONS["job.retry"])  # the same again: harmless
+
+    with pytest.raises(ImproperlyConfigured, match=r"job\.retry"):
+        register_actions(OperatorAction("job.retry", "jobs.cancel_job", "job"))
+    assert ACTIONS["job.retry"].permission == "jobs.retry_job"

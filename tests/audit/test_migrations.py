@@ -3,7 +3,8 @@ every button and see arguments' secrets."""
 
 from django.contrib.auth.models import Group
 
-from pipeline_project.audit.actions import ACTIONS, VIEW_ARGUMENTS
+from jobs.queue.apps import VIEW_ARGUMENTS
+from pipeline_project.audit.actions import ACTIONS
 from tests.conftest import ALL_DATABASES
 
 pytestmark = ALL_DATABASES

@@ -1,13 +1,16 @@
 """demo_install makes every system's part of the demo once; demo_remove takes exactly it away."""
 
+import json
+
 import pytest
+from django.conf import settings
 
 from ingestion.models import IngestionRun, Source
 from jobs.dbstates.models import PrepareJob
 from jobs.processes.models import Process, Task
 from jobs.queue import services as job_services
-from jobs.queue.dependency_rules import WAITING_AVAILABLE_AT
 from jobs.queue.models import Job
+from jobs.queue.states import WAITING_AVAILABLE_AT
 from jobs.schedules import services as schedule_services
 from jobs.schedules.models import Schedule
 from pipeline_project.api.errors import InvalidInputError
@@ -153,3 +156,10 @@ def test_the_schedules_tick_moves_the_demos_files_on_and_no_other_file():
     rows = PipelineTracking.objects.using("pipeline")
     assert rows.filter(filename__startswith="demo-", mysql_sender_status="done").count() == 8  # all but the failed
     assert rows.get(filename="20250101000000").event_ingest_status == "started"  # not the demo's: untouched
+
+
+def test_runservices_worker_serves_the_demos_queues_and_namespace():
+    served = json.loads(settings.RUNSERVICE_WORKERS_JSON)
+
+    assert {entry.get("queue") for entry in served} >= {*config.QUEUES, "default", "sqlrs"}
+    assert {"namespace": config.NAMESPACE, "concurrency": 2} in served

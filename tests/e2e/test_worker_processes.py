@@ -88,7 +88,7 @@ def test_a_postgresql_restart_during_a_run_loses_no_job(private_postgres):
     seeding = manage(
         "shell",
         "-c",
-        "from jobs import services; services.job_enqueue_many(specs=[services.JobSpec(queue='default', "
+        "from jobs.queue import services; services.job_enqueue_many(specs=[services.JobSpec(queue='default', "
         "task='test.sleep', args={'seconds': 0.02}, lock_key=f'k{i}') for i in range(300)])",
         env=env,
     )

@@ -90,7 +90,7 @@ class StageTransitionView(TrackingView):
         return Response(s.TransitionResponseSerializer({**body, "stage": stage.slug, "status": status}).data)
 
 
-class QueueView(TrackingView):
+class ReadyRowsView(TrackingView):
     @extend_schema(
         parameters=[STAGE_PARAMETER, s.QueueQuerySerializer],
         responses=s.QueueResponseSerializer,
@@ -103,7 +103,7 @@ class QueueView(TrackingView):
         return Response(s.QueueResponseSerializer({"stage": stage.slug, "items": items}).data)
 
 
-class QueueClaimView(TrackingView):
+class ReadyRowsClaimView(TrackingView):
     @extend_schema(
         parameters=[STAGE_PARAMETER],
         request=s.QueueClaimSerializer,

@@ -68,7 +68,9 @@ class _EventsReader:
 
     async def read(self, _received) -> Read:
         limit = EVENTS_PAGE if self.end is None else min(EVENTS_PAGE, self.end + 1 - self.position)
-        events = await selectors.job_events_page(pool=self.pool, job_id=self.job_id, start=self.position, limit=limit)
+        events = await selectors.prepare_job_events_page(
+            pool=self.pool, job_id=self.job_id, start=self.position, limit=limit
+        )
         self.position += len(events)
         if self.end is not None and self.position > self.end:
             return Read(events, done=True)
@@ -76,7 +78,7 @@ class _EventsReader:
             return Read(events, more=True)
         if self.final:
             return Read(events, done=True)
-        progress = await selectors.job_progress(pool=self.pool, job_id=self.job_id)
+        progress = await selectors.prepare_job_progress(pool=self.pool, job_id=self.job_id)
         if progress is None:
             return Read(events, done=True)
         self.final = progress[0] in TERMINAL_STATUSES

@@ -113,7 +113,7 @@ class CacheExplainView(EngineView):
 class PrepareJobsView(EngineView):
     @accepts(query=s.JobsQuery)
     def get(self, request, *, query):
-        return _entries(request, selectors.jobs_list(job=query.get("job")), selectors.job_entry)
+        return _entries(request, selectors.prepare_jobs_list(job=query.get("job")), selectors.prepare_job_entry)
 
     @accepts(body=s.PrepareJobSerializer)
     def post(self, request, *, body):
@@ -132,7 +132,7 @@ class PrepareJobsView(EngineView):
 class PrepareJobView(EngineView):
     @accepts()
     def get(self, request, job_id):
-        return Response(selectors.job_status_get(job_id=job_id))
+        return Response(selectors.prepare_job_status_get(job_id=job_id))
 
     @accepts(query=s.DeleteQuery)
     def delete(self, request, job_id, *, query):
@@ -146,14 +146,14 @@ class PrepareJobCancelView(EngineView):
     @accepts()
     def post(self, request, job_id):
         was_active = services.prepare_job_cancel(job_id=job_id)
-        return Response(selectors.job_status_get(job_id=job_id), status=202 if was_active else 200)
+        return Response(selectors.prepare_job_status_get(job_id=job_id), status=202 if was_active else 200)
 
 
 @extend_schema(exclude=True)
 class PrepareJobEventsView(EngineView):
     @accepts()
     def get(self, request, job_id):
-        status, event_count = selectors.job_progress_get(job_id=job_id)  # a 404 before the stream starts
+        status, event_count = selectors.prepare_job_progress_get(job_id=job_id)  # a 404 before the stream starts
         return events_response(
             job_id, status=status, event_count=event_count, range_header=request.headers.get("Range")
         )

@@ -21,7 +21,7 @@ from django.conf import settings
 from jobs.dbstates import cache, selectors, services
 from jobs.dbstates.engine import images, plans, postgres, statefs, steps
 from jobs.dbstates.engine.plans import Plan, PlanStep
-from jobs.dbstates.models import Instance, JobStatus, PrepareJob
+from jobs.dbstates.models import Instance, PrepareJob, PrepareStatus
 from jobs.dbstates.services import error_of
 from jobs.queue.handlers import JobContext
 from pipeline_project.api.errors import ApplicationError
@@ -31,7 +31,9 @@ log = logging.getLogger("pipeline.dbstates")
 JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
-class StepFailed(Exception):
+class PrepareFailed(Exception):
+    """The prepare job fails with ``error`` (a sqlrs error: code, message, details); no retry."""
+
     def __init__(self, code: str, message: str, details: str = ""):
         super().__init__(message)
         self.error = failure(code, message, details)
@@ -51,25 +53,25 @@ def prepare_job_run(ctx: JobContext) -> dict:
     try:
         plan = _plan(job, stop=stop)
         if plan is None:
-            return {"status": JobStatus.FAILED}
+            return {"status": PrepareStatus.FAILED}
         if job.plan_only:
             services.job_finish(job_id=job_id, result=None)
-            return {"status": JobStatus.SUCCEEDED}
+            return {"status": PrepareStatus.SUCCEEDED}
         built = [_state_execute(job, plan, step, stop=stop) for step in plan.steps]
         result = _instance_prepare(job, plan, stop=stop)
         services.job_finish(job_id=job_id, result=result)
         if any(built):  # after the answer, off the client's path
             statefs.markers_make_durable()
             cache.cache_evict(trigger="prepare")
-        return {"status": JobStatus.SUCCEEDED, "instance_id": result["instance_id"]}
-    except StepFailed as exc:
+        return {"status": PrepareStatus.SUCCEEDED, "instance_id": result["instance_id"]}
+    except PrepareFailed as exc:
         services.job_finish(job_id=job_id, error=exc.error)
-        return {"status": JobStatus.FAILED}
+        return {"status": PrepareStatus.FAILED}
     except statefs.Stopped:
         pass  # canceled, or the lease was lost: below
     except postgres.ServerError as exc:
         services.job_finish(job_id=job_id, error=failure("runtime_error", str(exc)))
-        return {"status": JobStatus.FAILED}
+        return {"status": PrepareStatus.FAILED}
     except Exception as exc:
         if ctx.attempt >= ctx.job.max_attempts:  # no worker takes it again: it ends here
             services.job_finish(job_id=job_id, error=failure("internal_error", exception_text(exc)))
@@ -95,7 +97,7 @@ def _plan(job: PrepareJob, *, stop) -> Plan | None:
         services.job_finish(job_id=job.job_id, error=failure("plan_failed", str(exc), exc.details))
         return None
     plan = plans.plan_make(job=job, image=image, request=request, planned=planned)
-    if not selectors.job_planned(job_id=job.job_id):
+    if not selectors.prepare_job_planned(job_id=job.job_id):
         signature = plan.signature(plan_only=job.plan_only)
         services.job_plan_store(
             job_id=job.job_id, resolved_image_id=image.resolved_id, signature=signature, tasks=plan.tasks
@@ -111,7 +113,7 @@ def _state_execute(job: PrepareJob, plan: Plan, step: PlanStep, *, stop) -> bool
     target = statefs.state_dir(plan.image.version, state_id)
     if selectors.task_succeeded(job_id=job.job_id, task_id=task.task_id):
         return False
-    services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.RUNNING)
+    services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=PrepareStatus.RUNNING)
 
     def built() -> bool:
         return statefs.is_complete(target, statefs.BUILD_MARKER) and selectors.state_exists(state_id=state_id)
@@ -122,7 +124,9 @@ def _state_execute(job: PrepareJob, plan: Plan, step: PlanStep, *, stop) -> bool
             source = _input_dir(plan.image, task)
             _state_build(job, plan, step, source=source, target=target, stop=stop)
     services.state_use(state_id=state_id)
-    services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.SUCCEEDED, cached=not must_build)
+    services.task_status_set(
+        job_id=job.job_id, task_id=task.task_id, status=PrepareStatus.SUCCEEDED, cached=not must_build
+    )
     return must_build
 
 
@@ -140,7 +144,7 @@ def _input_dir(image: images.Image, task: plans.StateExecuteTask):
         return steps.base_ensure(image)
     parent = statefs.state_dir(image.version, task.parent_state_id)
     if not statefs.is_complete(parent, statefs.BUILD_MARKER):
-        raise StepFailed("internal_error", f"input state {task.parent_state_id} is missing or incomplete")
+        raise PrepareFailed("internal_error", f"input state {task.parent_state_id} is missing or incomplete")
     return parent
 
 
@@ -149,7 +153,7 @@ def _state_build(job, plan: Plan, step: PlanStep, *, source, target, stop) -> No
     runtime = statefs.job_runtime_dir(job.job_id)
     _runtime_clear(job.job_id)
     statefs.refuse_runtime_inside_states(runtime)
-    statefs.snapshot(source, runtime)
+    statefs.data_dir_copy(source, runtime)
     postgres.own(runtime)
     server = postgres.start(plan.image, runtime)
     clean = False
@@ -171,7 +175,7 @@ def _state_build(job, plan: Plan, step: PlanStep, *, source, target, stop) -> No
             raise statefs.Stopped("stopped while the step ran")
         if code != 0:
             program = Path(command.args[0]).name
-            raise StepFailed(
+            raise PrepareFailed(
                 "step_failed", f"{program} exited with code {code} in {task.task_id}", "see the log events"
             )
         postgres.checkpoint(server)  # PrepareSnapshot: a clean, checkpointed stop
@@ -198,7 +202,7 @@ def _runtime_clear(job_id: str) -> None:
     for workspace in _workspaces(job_id):
         postgres.discard(workspace)
         statefs.remove(workspace.with_name(workspace.name + ".partial"))
-    if not selectors.job_exists(job_id=job_id):
+    if not selectors.prepare_job_exists(job_id=job_id):
         job_files_remove(job_id)
 
 
@@ -216,7 +220,7 @@ def job_dirs_sweep() -> dict:
     removal of its files): removed, their servers stopped."""
     parent = statefs.root() / "jobs"
     names = [path.name for path in parent.iterdir() if JOB_ID.match(path.name)] if parent.is_dir() else []
-    known = selectors.jobs_existing(job_ids=names)
+    known = selectors.prepare_jobs_existing(job_ids=names)
     orphans = [name for name in names if name not in known]
     for job_id in orphans:
         job_files_remove(job_id)
@@ -225,9 +229,9 @@ def job_dirs_sweep() -> dict:
 
 def _instance_prepare(job: PrepareJob, plan: Plan, *, stop) -> dict:
     task = plan.instance_task
-    services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.RUNNING)
+    services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=PrepareStatus.RUNNING)
     instance = instance_start(image=plan.image, state_id=task.input_id, job_id=job.job_id)
-    services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=JobStatus.SUCCEEDED)
+    services.task_status_set(job_id=job.job_id, task_id=task.task_id, status=PrepareStatus.SUCCEEDED)
     return {
         "dsn": instance.dsn,
         "instance_id": instance.instance_id,
@@ -242,7 +246,7 @@ def instance_start(*, image: images.Image, state_id: str, job_id: str | None) ->
     """A new instance: a copy of the state, its server started, its row written."""
     instance_id = uuid.uuid4().hex
     data_dir = statefs.instance_dir(instance_id)
-    statefs.snapshot(statefs.state_dir(image.version, state_id), data_dir)
+    statefs.data_dir_copy(statefs.state_dir(image.version, state_id), data_dir)
     postgres.own(data_dir)
     try:
         server = postgres.start(image, data_dir)

@@ -135,11 +135,11 @@ def connection_args(port: int) -> list[str]:
     return [f"--url=jdbc:postgresql://127.0.0.1:{port}/postgres", "--username=sqlrs"]
 
 
-def plan_command(request: LiquibaseRequest, port: int) -> list[str]:
+def plan_argv(request: LiquibaseRequest, port: int) -> list[str]:
     return [executable(), *request.options, "update-sql", *connection_args(port)]
 
 
-def step_command(request: LiquibaseRequest, port: int) -> list[str]:
+def step_argv(request: LiquibaseRequest, port: int) -> list[str]:
     return [executable(), *request.options, "update-count", "--count=1", *connection_args(port)]
 
 

@@ -48,7 +48,7 @@ def digest(*parts: tuple[str, str]) -> str:
 
 
 @dataclass(frozen=True)
-class Step:
+class PsqlStep:
     kind: str  # "file", "stdin" or "command"
     value: str  # the path, "-" or the SQL text
 
@@ -60,14 +60,14 @@ class Step:
 @dataclass(frozen=True)
 class PsqlRequest:
     options: list[str]  # normalized, the engine's defaults first
-    steps: list[Step]
+    steps: list[PsqlStep]
     stdin: str | None
 
     @property
     def normalized(self) -> str:
         return shlex.join([*self.options, *(arg for step in self.steps for arg in step.args)])
 
-    def step_args(self, step: Step) -> list[str]:
+    def step_args(self, step: PsqlStep) -> list[str]:
         return [*self.options, *step.args]
 
 
@@ -118,11 +118,11 @@ def psql_request_normalize(*, psql_args, stdin) -> PsqlRequest:
         if canonical == "-v":
             options += ["-v", _variable(value)]
         elif canonical == "-c":
-            steps.append(Step("command", value))
+            steps.append(PsqlStep("command", value))
         elif value == "-":
-            steps.append(Step("stdin", "-"))
+            steps.append(PsqlStep("stdin", "-"))
         else:
-            steps.append(Step("file", script_path(value)))
+            steps.append(PsqlStep("file", script_path(value)))
     _dedupe_on_error_stop(options)
     if not steps:
         raise invalid("psql_args have no script: give -f <absolute path>, -f - with stdin, or -c <sql>")
@@ -173,7 +173,7 @@ def script_path(value: str) -> str:
     return str(path)
 
 
-def step_content_hash(step: Step, *, stdin: str | None) -> str:
+def step_content_hash(step: PsqlStep, *, stdin: str | None) -> str:
     """sha256 of what the step runs: the file's bytes, stdin, or the command's text."""
     if step.kind == "stdin":
         return hashlib.sha256(stdin.encode()).hexdigest()
@@ -190,7 +190,7 @@ def step_content_hash(step: Step, *, stdin: str | None) -> str:
         raise invalid(f"script {step.value!r} cannot be read: {exc.strerror}", path=step.value) from None
 
 
-def task_hash(request: PsqlRequest, step: Step) -> str:
+def task_hash(request: PsqlRequest, step: PsqlStep) -> str:
     return digest(
         ("kind", "psql"),
         ("options", shlex.join(request.options)),
@@ -213,21 +213,21 @@ def signature(*, task_hashes: list[str], resolved_image_id: str, plan_only: bool
 
 
 @dataclass(frozen=True)
-class Link:
+class ChainLink:
     """One step of a plan's chain: its input, its task hash and the state it makes."""
 
-    step: object  # a psql Step or a Liquibase Changeset
+    step: object  # a PsqlStep or a Liquibase Changeset
     input_kind: str
     input_id: str
     task_hash: str
     output_state_id: str
 
 
-def chain(steps: list, task_hashes: list[str], *, resolved_image_id: str) -> list[Link]:
+def chain(steps: list, task_hashes: list[str], *, resolved_image_id: str) -> list[ChainLink]:
     """Each step's input and output state: the image for the first, the previous state after."""
     links, input_kind, input_id = [], "image", resolved_image_id
     for step, hashed in zip(steps, task_hashes, strict=True):
         output = state_id(input_kind=input_kind, input_id=input_id, task_hash=hashed)
-        links.append(Link(step, input_kind, input_id, hashed, output))
+        links.append(ChainLink(step, input_kind, input_id, hashed, output))
         input_kind, input_id = "state", output
     return links

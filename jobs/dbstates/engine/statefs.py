@@ -81,7 +81,7 @@ def refuse_runtime_inside_states(runtime: Path) -> None:
         raise ValueError(f"runtime directory {runtime} is inside the immutable state store")
 
 
-def snapshot(source: Path, target: Path) -> None:
+def data_dir_copy(source: Path, target: Path) -> None:
     """Copy a stopped data directory (``copy`` backend): thin on copy-on-write file systems."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")

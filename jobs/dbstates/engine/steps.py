@@ -27,13 +27,13 @@ class PlanFailed(Exception):
 
 @dataclass(frozen=True)
 class PlannedStep:
-    step: object  # a prepare_args.Step or a liquibase.Changeset
+    step: object  # a prepare_args.PsqlStep or a liquibase.Changeset
     task_hash: str
     summary: str  # the task's args_summary, and its state's prepare_args_normalized
 
 
 @dataclass(frozen=True)
-class Command:
+class StepCommand:
     args: list[str]
     env: dict[str, str]
     stdin: str | None
@@ -125,13 +125,13 @@ def steps_plan(
 def _changesets(
     request: liquibase.LiquibaseRequest, image: images.Image, *, workspace: Path, stop: threading.Event
 ) -> list:
-    statefs.snapshot(base_ensure(image), workspace)
+    statefs.data_dir_copy(base_ensure(image), workspace)
     postgres.own(workspace)
     try:
         server = postgres.start(image, workspace)
         try:
             done = run_subprocess(
-                liquibase.plan_command(request, server.port),
+                liquibase.plan_argv(request, server.port),
                 stop=stop,
                 env={**postgres.client_env(server), **request.env},
                 cwd=request.work_dir or "/",
@@ -172,9 +172,9 @@ def base_ensure(image: images.Image):
     return base
 
 
-def step_command(request, image: images.Image, step, server: postgres.Server) -> Command:
+def step_command(request, image: images.Image, step, server: postgres.Server) -> StepCommand:
     env = postgres.client_env(server)
     if isinstance(request, liquibase.LiquibaseRequest):
-        return Command(liquibase.step_command(request, server.port), {**env, **request.env}, None, request.work_dir)
+        return StepCommand(liquibase.step_argv(request, server.port), {**env, **request.env}, None, request.work_dir)
     stdin = request.stdin if step.kind == "stdin" else None
-    return Command([image.program("psql"), *request.step_args(step)], env, stdin, None)
+    return StepCommand([image.program("psql"), *request.step_args(step)], env, stdin, None)

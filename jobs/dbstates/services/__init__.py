@@ -4,12 +4,13 @@ callers import the names from here: ``from jobs.dbstates import services; servic
 """
 
 from jobs.dbstates.engine.identity import engine_json_write
-from jobs.dbstates.services.deletions import instance_delete, prepare_job_delete, state_delete
+from jobs.dbstates.engine.steps import PrepareRequest
+from jobs.dbstates.services.deletions import instance_delete, prepare_job_delete, prepare_job_purge, state_delete
 from jobs.dbstates.services.instances import instance_create, instance_server_ensure
 from jobs.dbstates.services.prepare_jobs import (
     MAX_IMAGE_ID,
     PREPARE_TASK,
-    Event,
+    NewEvent,
     error_of,
     job_events_add,
     job_finish,
@@ -28,7 +29,8 @@ from jobs.dbstates.services.states import cache_eviction_record, state_invalidat
 __all__ = [
     "MAX_IMAGE_ID",
     "PREPARE_TASK",
-    "Event",
+    "NewEvent",
+    "PrepareRequest",
     "cache_eviction_record",
     "engine_json_write",
     "error_of",
@@ -43,6 +45,7 @@ __all__ = [
     "jobs_retention_apply",
     "prepare_job_cancel",
     "prepare_job_delete",
+    "prepare_job_purge",
     "prepare_job_submit",
     "prepare_jobs_reconcile",
     "prepare_request_check",

@@ -14,7 +14,7 @@ from django.db import transaction
 from jobs.dbstates.deletion_tree import ACTIVE_TASKS, DeleteResult, Node, instance_node, lockable, state_tree
 from jobs.dbstates.engine import postgres, statefs
 from jobs.dbstates.models import Instance, PrepareJob, State
-from jobs.queue.services import Selection, jobs_cancel
+from jobs.queue.services import Selection, jobs_cancel, jobs_delete
 from pipeline_project.api.errors import NotFoundError
 from pipeline_project.db.snapshot import snapshot
 
@@ -89,3 +89,20 @@ def prepare_job_delete(*, job_id: str, force: bool = False, dry_run: bool = Fals
                 jobs_cancel(selection=Selection.of_ids([job.queue_job_id]), by="sqlrs")
 
         return _finish(node, dry_run=dry_run, remove=remove)
+
+
+def prepare_job_purge(*, job_id: str) -> None:
+    """A prepare job with what it made: its instances, the states it built (children first; a
+    state another job built too stays if that job's tree holds it), its rows and its queue job.
+    Running work is stopped (``force``)."""
+    with transaction.atomic():
+        job = _one(PrepareJob.objects.filter(job_id=job_id), lock=True, what=f"prepare job {job_id}")
+        for instance_id in Instance.objects.filter(job=job).values_list("instance_id", flat=True):
+            instance_delete(instance_id=instance_id, force=True)
+        built = [state for state in job.tasks.values_list("output_state_id", flat=True) if state]
+        prepare_job_delete(job_id=job_id, force=True)
+        for state_id in reversed(built):  # children first
+            if State.objects.filter(state_id=state_id).exists():
+                state_delete(state_id=state_id, recurse=True, force=True)
+        if job.queue_job_id:
+            jobs_delete(selection=Selection.of_ids([job.queue_job_id]), force=True)

@@ -17,7 +17,7 @@ from django.utils import timezone
 from jobs.dbstates.engine import images, prepare_args, steps
 from jobs.dbstates.engine.plans import PlannedTask
 from jobs.dbstates.engine.steps import PrepareRequest
-from jobs.dbstates.models import EventType, JobStatus, PrepareEvent, PrepareJob, PrepareTask
+from jobs.dbstates.models import EventType, PrepareEvent, PrepareJob, PrepareStatus, PrepareTask
 from jobs.queue.selectors import unfinished_job_ids
 from jobs.queue.services import JobSpec, Selection, job_enqueue, jobs_cancel
 from pipeline_project.api.errors import InvalidInputError, NotFoundError
@@ -27,7 +27,9 @@ MAX_IMAGE_ID = 300
 
 
 @dataclass
-class Event:
+class NewEvent:
+    """An event to append to a prepare job's journal (a PrepareEvent's fields)."""
+
     type: str
     task_id: str = ""
     status: str = ""
@@ -83,12 +85,12 @@ def prepare_job_submit(*, request: PrepareRequest) -> PrepareJob:
             )
         )
         PrepareJob.objects.filter(job_id=job_id).update(queue_job_id=queued.job_id)
-        _events_add(job_id, [Event(EventType.STATUS, status=JobStatus.QUEUED)])
+        _events_add(job_id, [NewEvent(EventType.STATUS, status=PrepareStatus.QUEUED)])
     job.queue_job_id = queued.job_id
     return job
 
 
-def _events_add(job_id: str, events: list[Event]) -> None:
+def _events_add(job_id: str, events: list[NewEvent]) -> None:
     """Append events in order (the caller holds the job's row lock, or just created the job)."""
     last = PrepareEvent.objects.filter(job_id=job_id).aggregate(last=Max("seq"))["last"]
     start = 0 if last is None else last + 1
@@ -101,14 +103,14 @@ def _locked(job_id: str) -> PrepareJob | None:
     return PrepareJob.objects.select_for_update().filter(job_id=job_id).first()
 
 
-def job_events_add(*, job_id: str, events: list[Event]) -> None:
+def job_events_add(*, job_id: str, events: list[NewEvent]) -> None:
     with transaction.atomic():
         if _locked(job_id) is not None:
             _events_add(job_id, events)
 
 
 def job_log(*, job_id: str, task_id: str, lines: list[str]) -> None:
-    job_events_add(job_id=job_id, events=[Event(EventType.LOG, task_id=task_id, message=line) for line in lines])
+    job_events_add(job_id=job_id, events=[NewEvent(EventType.LOG, task_id=task_id, message=line) for line in lines])
 
 
 def job_start(*, job_id: str) -> PrepareJob | None:
@@ -117,10 +119,10 @@ def job_start(*, job_id: str) -> PrepareJob | None:
         job = _locked(job_id)
         if job is None or job.is_terminal:
             return None
-        if job.status == JobStatus.QUEUED:
-            job.status, job.started_at = JobStatus.RUNNING, timezone.now()
+        if job.status == PrepareStatus.QUEUED:
+            job.status, job.started_at = PrepareStatus.RUNNING, timezone.now()
             job.save(update_fields=["status", "started_at"])
-            _events_add(job_id, [Event(EventType.STATUS, status=JobStatus.RUNNING)])
+            _events_add(job_id, [NewEvent(EventType.STATUS, status=PrepareStatus.RUNNING)])
         return job
 
 
@@ -137,7 +139,7 @@ def job_plan_store(*, job_id: str, resolved_image_id: str, signature: str, tasks
                 position=i,
                 task_id=task.task_id,
                 type=task.type,
-                status=JobStatus.SUCCEEDED if task.done_when_planned else JobStatus.QUEUED,
+                status=PrepareStatus.SUCCEEDED if task.done_when_planned else PrepareStatus.QUEUED,
                 started_at=now if task.done_when_planned else None,
                 finished_at=now if task.done_when_planned else None,
                 **task.columns,
@@ -146,9 +148,9 @@ def job_plan_store(*, job_id: str, resolved_image_id: str, signature: str, tasks
         )
         _events_add(
             job_id,
-            [Event(EventType.TASK, task_id=task.task_id, status=JobStatus.QUEUED) for task in tasks]
+            [NewEvent(EventType.TASK, task_id=task.task_id, status=PrepareStatus.QUEUED) for task in tasks]
             + [
-                Event(EventType.TASK, task_id=task.task_id, status=JobStatus.SUCCEEDED)
+                NewEvent(EventType.TASK, task_id=task.task_id, status=PrepareStatus.SUCCEEDED)
                 for task in tasks
                 if task.done_when_planned
             ],
@@ -161,14 +163,14 @@ def task_status_set(*, job_id: str, task_id: str, status: str, cached: bool | No
             return
         changes = {"status": status}
         now = timezone.now()
-        if status == JobStatus.RUNNING:
+        if status == PrepareStatus.RUNNING:
             changes["started_at"] = now
-        elif status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+        elif status in (PrepareStatus.SUCCEEDED, PrepareStatus.FAILED):
             changes["finished_at"] = now
         if cached is not None:
             changes["cached"] = cached
         PrepareTask.objects.filter(job_id=job_id, task_id=task_id).update(**changes)
-        _events_add(job_id, [Event(EventType.TASK, task_id=task_id, status=status)])
+        _events_add(job_id, [NewEvent(EventType.TASK, task_id=task_id, status=status)])
 
 
 def job_finish(*, job_id: str, result: dict | None = None, error: dict | None = None) -> bool:
@@ -178,25 +180,25 @@ def job_finish(*, job_id: str, result: dict | None = None, error: dict | None = 
         job = _locked(job_id)
         if job is None or job.is_terminal:
             return False
-        status = JobStatus.FAILED if error else JobStatus.SUCCEEDED
+        status = PrepareStatus.FAILED if error else PrepareStatus.SUCCEEDED
         now = timezone.now()
         events = []
         if error:
-            for task_id in PrepareTask.objects.filter(job_id=job_id, status=JobStatus.RUNNING).values_list(
+            for task_id in PrepareTask.objects.filter(job_id=job_id, status=PrepareStatus.RUNNING).values_list(
                 "task_id", flat=True
             ):
-                events.append(Event(EventType.TASK, task_id=task_id, status=JobStatus.FAILED))
-            PrepareTask.objects.filter(job_id=job_id, status=JobStatus.RUNNING).update(
-                status=JobStatus.FAILED, finished_at=now
+                events.append(NewEvent(EventType.TASK, task_id=task_id, status=PrepareStatus.FAILED))
+            PrepareTask.objects.filter(job_id=job_id, status=PrepareStatus.RUNNING).update(
+                status=PrepareStatus.FAILED, finished_at=now
             )
         PrepareJob.objects.filter(job_id=job_id).update(
             status=status, result=result, error=error, finished_at=now, started_at=job.started_at or now
         )
         if result is not None:
-            events.append(Event(EventType.RESULT, result=result))
+            events.append(NewEvent(EventType.RESULT, result=result))
         if error:
-            events.append(Event(EventType.ERROR, error=error, message=error["message"]))
-        events.append(Event(EventType.STATUS, status=status))
+            events.append(NewEvent(EventType.ERROR, error=error, message=error["message"]))
+        events.append(NewEvent(EventType.STATUS, status=status))
         _events_add(job_id, events)
     jobs_retention_apply(signature=job.signature)
     return True
@@ -225,7 +227,9 @@ def jobs_retention_apply(*, signature: str) -> list[str]:
     if not signature:
         return []
     keep = config_value("orchestrator.jobs.maxIdentical")
-    finished = PrepareJob.objects.filter(signature=signature, status__in=(JobStatus.SUCCEEDED, JobStatus.FAILED))
+    finished = PrepareJob.objects.filter(
+        signature=signature, status__in=(PrepareStatus.SUCCEEDED, PrepareStatus.FAILED)
+    )
     stale = list(finished.order_by("-finished_at", "-job_id").values_list("job_id", flat=True)[keep:])
     if stale:
         PrepareJob.objects.filter(job_id__in=stale).delete()
@@ -236,7 +240,7 @@ def prepare_jobs_reconcile() -> dict:
     """End the prepare jobs whose queue job ended, or was deleted, without ending them (its
     last worker died, or an operator canceled or deleted it in the jobs admin): failed."""
     going = unfinished_job_ids()
-    stuck = PrepareJob.objects.exclude(status__in=(JobStatus.SUCCEEDED, JobStatus.FAILED)).exclude(
+    stuck = PrepareJob.objects.exclude(status__in=(PrepareStatus.SUCCEEDED, PrepareStatus.FAILED)).exclude(
         queue_job_id__in=going
     )
     ended = 0

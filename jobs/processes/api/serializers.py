@@ -3,8 +3,8 @@ from rest_framework import serializers
 from jobs.processes.models import MAX_EVENT_ID, MAX_IDEMPOTENCY_KEY_CHARS, MAX_PROCESS_ID_CHARS, PROCESS_STATUSES
 from jobs.processes.ranges import DIRECTIONS, INTEGER_LIMITS
 from pipeline_project.api.accepts import validated
-from pipeline_project.api.arguments import ArgumentsField
 from pipeline_project.api.fields import QueryIntegerField, StrictBooleanField, StrictCharField, StrictIntegerField
+from pipeline_project.api.masked_arguments import ArgumentsField
 from pipeline_project.api.serializers import RequestSerializer
 
 # Types only: the rules (storable JSON, a put's consistency, the timer's time) live in the services.

@@ -22,7 +22,7 @@ from jobs.processes.models import Process, process_audit_id
 from jobs.processes.types import PreparedTask
 from pipeline_project.api.accepts import DeclaredRequestMixin, accepts
 from pipeline_project.api.schema import error_responses
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.db.connections import returning_connections
 
 
@@ -142,10 +142,12 @@ class ProcessRepairView(ProcessTaskView):
 
     def prepare(self, namespace, process_id, task_request):
         audit_id = process_audit_id(namespace=namespace, process_id=process_id)
-        with audited(request=self.request, action=self.operator_action, objects=[audit_id]) as entry:
-            prepared = super().prepare(namespace, process_id, task_request)
-            entry.count = 1
-        return prepared
+        return audited_call(
+            lambda: super(ProcessRepairView, self).prepare(namespace, process_id, task_request),
+            request=self.request,
+            action=self.operator_action,
+            objects=[audit_id],
+        )
 
     @extend_schema(**_TASK_SCHEMA, summary="Repair a process in error through its processor")
     @accepts(body=s.TaskRequestSerializer)
@@ -164,9 +166,12 @@ class ProcessSimpleRepairView(ProcessApiView):
     @accepts(body=s.SimpleRepairSerializer)
     def post(self, request, namespace, process_id, *, body):
         audit_id = process_audit_id(namespace=namespace, process_id=process_id)
-        with audited(request=request, action=self.operator_action, objects=[audit_id]) as entry:
-            services.process_simple_repair(namespace=namespace, process_id=process_id, context=body["context"])
-            entry.count = 1
+        audited_call(
+            lambda: services.process_simple_repair(namespace=namespace, process_id=process_id, context=body["context"]),
+            request=request,
+            action=self.operator_action,
+            objects=[audit_id],
+        )
         return Response(s.ResponseSerializer({"response": "ok"}).data)
 
 

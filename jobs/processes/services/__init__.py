@@ -18,7 +18,7 @@ from jobs.processes.services.clients import (
     process_task_prepare,
     task_result,
 )
-from jobs.processes.services.maintenance import zombies_collect
+from jobs.processes.services.maintenance import processes_delete, zombies_collect
 from jobs.processes.services.parsing import Result, result_parse
 from jobs.processes.services.protocol import (
     NOTIFIED_OUTCOME_MAX_BYTES,
@@ -49,6 +49,7 @@ __all__ = [
     "process_repair",
     "process_simple_repair",
     "process_task_prepare",
+    "processes_delete",
     "result_parse",
     "task_complete",
     "task_remove_process",

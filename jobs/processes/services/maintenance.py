@@ -1,4 +1,5 @@
-"""Housekeeping of processes: the tasks of workers that died (``zombies_collect``)."""
+"""Housekeeping of processes: the tasks of workers that died (``zombies_collect``), a namespace's
+processes taken away (``processes_delete``)."""
 
 from django.db import transaction
 from django.utils import timezone
@@ -32,3 +33,13 @@ def zombies_collect(*, namespace: str, margin_sec: float) -> int:
             Task.objects.filter(task_id=task_id).update(status="error", finished_time=timezone.now())
             notify_task_done(task_id)
     return len(rows)
+
+
+def processes_delete(*, namespace: str) -> int:
+    """Delete every process of ``namespace`` with its tasks, schedule, running rows and events
+    (they cascade); how many processes were deleted."""
+    with transaction.atomic():
+        processes = Process.objects.filter(namespace=namespace)
+        count = processes.count()
+        processes.delete()
+    return count

@@ -5,7 +5,7 @@ from django import forms
 
 from jobs.queue import selectors
 from jobs.queue.models import Job, JobStatus
-from pipeline_project.api.arguments import refuse_secret_search
+from pipeline_project.api.masked_arguments import refuse_secret_search
 from pipeline_project.db.storable import json_problem
 
 

@@ -2,8 +2,8 @@ from rest_framework import serializers
 
 from jobs.queue import services
 from jobs.queue.models import Job
-from pipeline_project.api.arguments import ArgumentsField
 from pipeline_project.api.fields import QueryIntegerField, StrictBooleanField, StrictCharField, StrictIntegerField
+from pipeline_project.api.masked_arguments import ArgumentsField
 from pipeline_project.api.serializers import PageQuery, RequestSerializer
 
 MAX_BULK = 1000

@@ -6,7 +6,8 @@ for the events written with the final status."""
 from django.http import StreamingHttpResponse
 
 from jobs.queue import selectors
-from jobs.queue.models import EVENTS_CHANNEL, FINISHED_STATUSES
+from jobs.queue.models import EVENTS_CHANNEL
+from jobs.queue.states import FINISHED
 from pipeline_project.web.follow import Read
 from pipeline_project.web.ndjson import follow_response
 
@@ -42,5 +43,5 @@ class _EventsReader:
         status = await selectors.job_status_of(pool=self.pool, job_id=self.job_id)
         if status is None:
             return Read(events, done=True)
-        self.final = status in FINISHED_STATUSES
+        self.final = status in FINISHED
         return Read(events, more=self.final)

@@ -19,7 +19,7 @@ from pipeline_project.api.accepts import DeclaredRequestMixin, accepts
 from pipeline_project.api.authentication import request_caller
 from pipeline_project.api.pagination import StrictCursorPagination
 from pipeline_project.api.schema import error_responses
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.db.snapshot import snapshot
 from pipeline_project.web.ndjson import NDJSON
 
@@ -89,9 +89,13 @@ class JobCancelView(JobView):
     )
     @accepts()
     def post(self, request, job_id):
-        with audited(request=request, action=self.operator_action, objects=[job_id]) as entry:
-            entry.detail["outcome"] = services.job_cancel(job_id=job_id, requested_by=request_caller(request))
-            entry.count = 1
+        audited_call(
+            lambda: services.job_cancel(job_id=job_id, requested_by=request_caller(request)),
+            request=request,
+            action=self.operator_action,
+            objects=[job_id],
+            detail=lambda outcome: {"outcome": outcome},
+        )
         return _job_response(job_id, request)
 
 
@@ -138,9 +142,13 @@ class JobDetailView(JobView):
     )
     @accepts(query=s.DeleteQuerySerializer)
     def delete(self, request, job_id, *, query):
-        with audited(request=request, action=self.operator_action, objects=[job_id]) as entry:
-            deletion = services.job_delete(job_id=job_id, **query)
-            entry.count, entry.detail = 1, {"force": query["force"]}
+        deletion = audited_call(
+            lambda: services.job_delete(job_id=job_id, **query),
+            request=request,
+            action=self.operator_action,
+            objects=[job_id],
+            detail=lambda deletion: {"force": query["force"]},
+        )
         return Response(s.DeletionSerializer(deletion).data)
 
 
@@ -172,10 +180,15 @@ class JobBulkActionView(JobView):
         filterset = JobFilter(data=body["filters"], queryset=selectors.job_list(), request=request)
         if not filterset.is_valid():
             raise ValidationError({"filters": filterset.errors})
-        recorded = not body["dry_run"]
-        with audited(request=request, action=self.operator_action, filter=body["filters"], record=recorded) as entry:
-            counts = self.act(request, services.Selection.of_queryset(filterset.qs), body)
-            entry.count, entry.detail = counts.changed, {"matched": counts.matched, "requested": counts.requested}
+        counts = audited_call(
+            lambda: self.act(request, services.Selection.of_queryset(filterset.qs), body),
+            request=request,
+            action=self.operator_action,
+            filter=body["filters"],
+            record=not body["dry_run"],
+            count=lambda counts: counts.changed,
+            detail=lambda counts: {"matched": counts.matched, "requested": counts.requested},
+        )
         return Response(s.CountsSerializer(counts).data)
 
 
@@ -247,9 +260,13 @@ class QueuePauseView(QueueView):
     )
     @accepts(body=s.QueuePauseSerializer)
     def post(self, request, queue, *, body):
-        with audited(request=request, action=self.operator_action, objects=[queue]) as entry:
-            changed = services.queue_pause(queue=queue, by=request_caller(request), **body)
-            entry.count = int(changed)
+        changed = audited_call(
+            lambda: services.queue_pause(queue=queue, by=request_caller(request), **body),
+            request=request,
+            action=self.operator_action,
+            objects=[queue],
+            count=int,
+        )
         return Response(s.QueueChangeSerializer({"queue": queue, "paused": True, "changed": changed}).data)
 
 
@@ -263,9 +280,13 @@ class QueueLimitsView(QueueView):
     )
     @accepts(body=s.QueueLimitsSerializer)
     def put(self, request, queue, *, body):
-        with audited(request=request, action=self.operator_action, objects=[queue]) as entry:
-            limits = services.queue_limits_set(queue=queue, by=request_caller(request), **body)
-            entry.count, entry.detail = 1, body
+        limits = audited_call(
+            lambda: services.queue_limits_set(queue=queue, by=request_caller(request), **body),
+            request=request,
+            action=self.operator_action,
+            objects=[queue],
+            detail=lambda limits: body,
+        )
         return Response(s.QueueLimitsOutSerializer(limits).data)
 
 
@@ -278,7 +299,11 @@ class QueueResumeView(QueueView):
     )
     @accepts()
     def post(self, request, queue):
-        with audited(request=request, action=self.operator_action, objects=[queue]) as entry:
-            changed = services.queue_resume(queue=queue, by=request_caller(request))
-            entry.count = int(changed)
+        changed = audited_call(
+            lambda: services.queue_resume(queue=queue, by=request_caller(request)),
+            request=request,
+            action=self.operator_action,
+            objects=[queue],
+            count=int,
+        )
         return Response(s.QueueChangeSerializer({"queue": queue, "paused": False, "changed": changed}).data)

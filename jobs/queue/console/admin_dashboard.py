@@ -13,7 +13,7 @@ from jobs.queue import services
 from jobs.queue.console import dashboard
 from pipeline_project.api.errors import ApplicationError
 from pipeline_project.audit.actions import may
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.db.snapshot import rendered_in_snapshot
 
 
@@ -58,9 +58,13 @@ class DashboardAdminMixin:
             raise PermissionDenied
         act = services.queue_pause if change == "pause" else services.queue_resume
         try:
-            with audited(request=request, action=f"queue.{change}", objects=[queue]) as entry:
-                changed = act(queue=queue, by=request.user.get_username())
-                entry.count = int(changed)
+            changed = audited_call(
+                lambda: act(queue=queue, by=request.user.get_username()),
+                request=request,
+                action=f"queue.{change}",
+                objects=[queue],
+                count=int,
+            )
         except ApplicationError as error:
             self.message_user(request, error.message, messages.ERROR)
         else:
@@ -75,9 +79,13 @@ class DashboardAdminMixin:
         problems = form.errors
         if form.is_valid():
             try:
-                with audited(request=request, action="queue.limits", objects=[queue]) as entry:
-                    limits = services.queue_limits_set(queue=queue, by=request.user.get_username(), **form.cleaned_data)
-                    entry.count, entry.detail = 1, form.cleaned_data
+                limits = audited_call(
+                    lambda: services.queue_limits_set(queue=queue, by=request.user.get_username(), **form.cleaned_data),
+                    request=request,
+                    action="queue.limits",
+                    objects=[queue],
+                    detail=lambda limits: form.cleaned_data,
+                )
             except ApplicationError as error:
                 problems = error.details or {"queue": [error.message]}
             else:

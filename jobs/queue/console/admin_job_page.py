@@ -12,7 +12,7 @@ from jobs.queue import selectors, services
 from jobs.queue.console.job_page import job_page
 from jobs.queue.models import Job
 from pipeline_project.audit.selectors import audit_entries_for
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.db.snapshot import rendered_in_snapshot
 
 
@@ -69,14 +69,20 @@ class JobPageAdminMixin:
             return rendered_in_snapshot(lambda: self._delete_confirmation(request, object_id))
         job = self._job_or_404(request, object_id)
         selection = services.Selection.of_ids([job.job_id])
-        with audited(request=request, action=f"job.{action}", objects=[job.job_id]) as entry:
-            if action == "retry":
-                counts = services.jobs_retry(selection=selection, by=request.user.get_username())
-            elif action == "cancel":
-                counts = services.jobs_cancel(selection=selection, by=request.user.get_username())
-            else:
-                counts = services.jobs_delete(selection=selection)
-            entry.count, entry.detail = counts.changed, {"requested": counts.requested}
+        by = request.user.get_username()
+        calls = {
+            "retry": lambda: services.jobs_retry(selection=selection, by=by),
+            "cancel": lambda: services.jobs_cancel(selection=selection, by=by),
+            "delete": lambda: services.jobs_delete(selection=selection),
+        }
+        counts = audited_call(
+            calls[action],
+            request=request,
+            action=f"job.{action}",
+            objects=[job.job_id],
+            count=lambda counts: counts.changed,
+            detail=lambda counts: {"requested": counts.requested},
+        )
         if action == "retry":
             done = "put back in its queue for a new run" if counts.changed else f"not retried: it is {job.status}"
         elif action == "cancel":

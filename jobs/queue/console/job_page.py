@@ -17,15 +17,15 @@ from typing import NamedTuple
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from jobs.queue.models import Job, JobStatus
+from jobs.queue.models import Job
 from jobs.queue.selectors import job_dependencies, job_journal, latest_job_events
-from jobs.queue.services.operators import RETRYABLE
+from jobs.queue.states import RETRYABLE, EventKind, JobStatus
 from pipeline_project.web.arguments import arguments_shown
 
 FOLD_LINES = 12  # a JSON value longer than this starts folded
 JOURNAL_EVENTS = 2000  # the newest events besides heartbeats (a few hundred attempts)
 LIST_EVENTS = 200  # per job of the list: enough for its latest run
-_TURN_ENDS = {"requeue", "done", "failed", "canceled", "lost"}
+_TURN_ENDS = {EventKind.REQUEUE, EventKind.DONE, EventKind.FAILED, EventKind.CANCELED, EventKind.LOST}
 _NOT_DETAILS = {"worker", "attempt", "traceback", "error"}
 
 
@@ -51,7 +51,7 @@ def shown(value) -> Shown:
     return Shown(text=text, lines=text.count("\n") + 1)
 
 
-class Event(NamedTuple):
+class JournalRow(NamedTuple):
     """A journal row as the timings need it; ``count`` and ``last_ts``: heartbeats folded together."""
 
     event_id: int
@@ -64,7 +64,7 @@ class Event(NamedTuple):
 
 @dataclass
 class Line:
-    event: Event
+    event: JournalRow
     since_previous: timedelta | None
 
     @property
@@ -107,7 +107,7 @@ def _plus(total: timedelta | None, start: datetime, end: datetime) -> timedelta:
     return (total or timedelta()) + max(end - start, timedelta())
 
 
-def _ready_at(event: Event) -> datetime | None:
+def _ready_at(event: JournalRow) -> datetime | None:
     """When a queued or requeue event made the job claimable: its time, or the later
     available_at it set (a scheduled job, a retry's backoff); None when it made the job wait
     for other jobs (the requeue event that releases it says when it became ready)."""
@@ -118,11 +118,13 @@ def _ready_at(event: Event) -> datetime | None:
     return max(event.ts, later) if later else event.ts
 
 
-def _starts_run(event: Event) -> bool:
-    return event.kind == "queued" or (event.kind == "requeue" and event.payload.get("reason") == "retry_requested")
+def _starts_run(event: JournalRow) -> bool:
+    return event.kind == EventKind.QUEUED or (
+        event.kind == EventKind.REQUEUE and event.payload.get("reason") == "retry_requested"
+    )
 
 
-def runs_of(events: list[Event], *, status: str, now: datetime) -> list[Run]:
+def runs_of(events: list[JournalRow], *, status: str, now: datetime) -> list[Run]:
     """The journal (oldest first) as runs of attempts, with each attempt's wait and run time.
     ``status`` and ``now`` close what is still going: a queued job's wait, a running attempt."""
     reader = _Reader()
@@ -142,7 +144,7 @@ class _Reader:
         self.ready: datetime | None = None
         self.picked: datetime | None = None
 
-    def read(self, event: Event) -> None:
+    def read(self, event: JournalRow) -> None:
         line = Line(event, event.ts - self.previous if self.previous else None)
         self.previous = event.last_ts or event.ts
         if _starts_run(event):
@@ -175,7 +177,7 @@ class _Reader:
         self.attempt = Attempt(number=number if isinstance(number, int) else None)
         self.run.attempts.append(self.attempt)
 
-    def _pick(self, event: Event) -> None:
+    def _pick(self, event: JournalRow) -> None:
         number = event.payload.get("attempt")
         if self.attempt is None or self.attempt.number != number:  # a released attempt is picked again as itself
             self._attempt(number)
@@ -183,7 +185,7 @@ class _Reader:
             self.attempt.waited = _plus(self.attempt.waited, self.ready, event.ts)
         self.ready, self.picked = None, event.ts
 
-    def _end_turn(self, event: Event) -> None:
+    def _end_turn(self, event: JournalRow) -> None:
         if self.picked:
             self.attempt.ran = _plus(self.attempt.ran, self.picked, event.ts)
         elif self.ready:  # ended while waiting: canceled while queued, refused by the database
@@ -194,16 +196,16 @@ class _Reader:
 # --- reads ------------------------------------------------------------------------------------
 
 
-def _journal(job_id) -> tuple[list[Event], bool]:
+def _journal(job_id) -> tuple[list[JournalRow], bool]:
     """The job's newest events besides heartbeats, oldest first, each stretch of heartbeats
     after one of them folded into one event; and whether older events were left out."""
     rows, beats = job_journal(job_id=job_id, limit=JOURNAL_EVENTS)
     merged = []
     for index, (event_id, ts, kind, payload) in enumerate(rows, start=1):
-        merged.append(Event(event_id, ts, kind, payload if isinstance(payload, dict) else {}))
+        merged.append(JournalRow(event_id, ts, kind, payload if isinstance(payload, dict) else {}))
         if index in beats:
             count, first, last, last_id = beats[index]
-            merged.append(Event(last_id, first, "heartbeat", {}, count=count, last_ts=last))
+            merged.append(JournalRow(last_id, first, "heartbeat", {}, count=count, last_ts=last))
     return merged, len(rows) == JOURNAL_EVENTS
 
 
@@ -215,7 +217,7 @@ def latest_runs(jobs: list[Job]) -> dict:
     for job_id, event_id, ts, kind, payload in latest_job_events(
         job_ids=[job.job_id for job in jobs], per_job=LIST_EVENTS
     ):
-        by_job.setdefault(job_id, []).append(Event(event_id, ts, kind, payload))
+        by_job.setdefault(job_id, []).append(JournalRow(event_id, ts, kind, payload))
     now = timezone.now()
     return {
         job.job_id: runs[-1]

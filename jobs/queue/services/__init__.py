@@ -4,7 +4,7 @@
 
 Every change is one statement (or one short transaction) that also writes its journal
 rows to ``dl_job_events``, so the journal and the job never disagree. Callers import the
-names from here: ``from jobs import services; services.job_enqueue(...)``.
+names from here: ``from jobs.queue import services; services.job_enqueue(...)``.
 """
 
 from jobs.queue.services.claims import (
@@ -47,6 +47,7 @@ from jobs.queue.services.operators import (
     jobs_cancel,
     jobs_delete,
     jobs_retry,
+    queues_delete,
 )
 from jobs.queue.services.outcomes import Outcome, job_complete_and_claim, jobs_complete
 from jobs.queue.services.producers import (
@@ -116,6 +117,7 @@ __all__ = [
     "queue_limits_set",
     "queue_pause",
     "queue_resume",
+    "queues_delete",
     "queues_wake",
     "text_field_problem",
     "worker_deregister",

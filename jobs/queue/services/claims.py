@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from django.db import DatabaseError, IntegrityError, transaction
 
 from jobs.queue.services.leases import Lease
+from jobs.queue.states import FAILED_SQL, QUEUED_SQL, RUNNING_SQL, EventKind, sql_literal
 from pipeline_project.db import sql
 from pipeline_project.db.storable import first_line, storable_text
 
@@ -30,17 +31,17 @@ class ClaimedJob:
 
 
 # What claiming does to a job (``j``) and what it returns (``claimed_job`` reads the columns).
-CLAIM_SET = """
-    status = 'running', attempt = j.attempt + 1, started_at = COALESCE(j.started_at, now()),
+CLAIM_SET = f"""
+    status = {RUNNING_SQL}, attempt = j.attempt + 1, started_at = COALESCE(j.started_at, now()),
     heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => j.lease_ttl_sec)
 """
 # Whether another job of its key is queued: the statement's snapshot still shows ``j`` queued, so
 # two of the key's queued jobs, read in claim order (why: ``FIRST_OF_KEY``).
-CLAIMED_COLUMNS = """
+CLAIMED_COLUMNS = f"""
     j.job_id, j.attempt, j.started_at, j.queue, j.task, j.args, j.lock_key, j.partition_key, j.max_attempts,
     j.lease_ttl_sec, j.cancel_requested,
     (SELECT count(*) FROM (SELECT FROM dl_jobs s
-            WHERE s.queue = j.queue AND s.lock_key = j.lock_key AND s.status = 'queued'
+            WHERE s.queue = j.queue AND s.lock_key = j.lock_key AND s.status = {QUEUED_SQL}
             ORDER BY s.priority, s.created_at, s.job_id LIMIT 2) AS queued_of_key) = 2
 """
 
@@ -94,19 +95,19 @@ CLAIM_MAX_KEYS = 1000
 # key's head in claim order, the order of ``ix_dl_jobs_queued_lock_key``, which reaches it at once
 # (the planner, believing few jobs queued after an ANALYZE under a held xmin, had walked the seed's
 # ``ix_dl_jobs_claim`` for it).
-KEY_FREE = """(SELECT true FROM dl_jobs r
-               WHERE r.lock_key = {key} AND r.status IS NOT DISTINCT FROM 'running'
+KEY_FREE = f"""(SELECT true FROM dl_jobs r
+               WHERE r.lock_key = {{key}} AND r.status IS NOT DISTINCT FROM {RUNNING_SQL}
                  AND r.job_id <> ALL (%(ending)s::uuid[])
                LIMIT 1) IS NULL"""
-FIRST_OF_KEY = """(SELECT e.job_id FROM dl_jobs e
-               WHERE e.queue = %(queue)s AND e.lock_key = w.lock_key AND e.status = 'queued'
+FIRST_OF_KEY = f"""(SELECT e.job_id FROM dl_jobs e
+               WHERE e.queue = %(queue)s AND e.lock_key = w.lock_key AND e.status = {QUEUED_SQL}
                ORDER BY e.priority, e.created_at, e.job_id
                LIMIT 1) = w.job_id"""
 # A candidate, locked, is still queued. Read through the primary key: ``status::text``, a condition
 # no index serves, keeps the planner off the partial indexes of queued jobs, which it took for
 # this join when it believed few jobs queued and which, under a held xmin, hold an entry for every
 # job claimed since (each visited, none removable).
-STILL_QUEUED = "c.status::text = 'queued'"
+STILL_QUEUED = f"c.status::text = {QUEUED_SQL}"
 # The queue is neither paused nor limited: the same one primary-key probe of ``dl_queues`` that
 # the pause alone costs. A limited queue is claimed only by ``jobs_claim_limited``, so a worker
 # that has not heard yet that a queue became limited claims nothing from it, never too much.
@@ -128,7 +129,7 @@ UNLIMITED = """(SELECT paused OR max_running IS NOT NULL OR rate_limit IS NOT NU
 CLAIM_CTES = """
     claim_window AS MATERIALIZED (
         SELECT job_id, lock_key, priority, created_at FROM dl_jobs
-        WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now()
+        WHERE status = {queued} AND queue = %(queue)s AND available_at <= now()
           AND (priority, created_at, job_id) >= (%(floor_priority)s::integer, %(floor_created_at)s::timestamptz, %(floor_job_id)s::uuid)
           AND {unlimited}
         ORDER BY priority, created_at, job_id
@@ -146,7 +147,7 @@ CLAIM_CTES = """
     keys AS (
         SELECT first.lock_key, 1 AS n FROM (
             SELECT lock_key FROM dl_jobs
-            WHERE status = 'queued' AND queue = %(queue)s AND (SELECT count(*) FROM first_pass) < %(limit)s
+            WHERE status = {queued} AND queue = %(queue)s AND (SELECT count(*) FROM first_pass) < %(limit)s
               AND (SELECT count(*) FROM claim_window) = %(window)s
               AND {unlimited}
             ORDER BY lock_key LIMIT 1
@@ -154,7 +155,7 @@ CLAIM_CTES = """
         UNION ALL
         SELECT next.lock_key, keys.n + 1 FROM keys, LATERAL (
             SELECT lock_key FROM dl_jobs
-            WHERE status = 'queued' AND queue = %(queue)s AND lock_key > keys.lock_key
+            WHERE status = {queued} AND queue = %(queue)s AND lock_key > keys.lock_key
             ORDER BY lock_key LIMIT 1
         ) AS next
         WHERE keys.n < %(max_keys)s
@@ -162,7 +163,7 @@ CLAIM_CTES = """
     heads AS (
         SELECT head.job_id FROM keys, LATERAL (
             SELECT job_id, available_at FROM dl_jobs
-            WHERE status = 'queued' AND queue = %(queue)s AND lock_key = keys.lock_key
+            WHERE status = {queued} AND queue = %(queue)s AND lock_key = keys.lock_key
             ORDER BY priority, created_at, job_id LIMIT 1
         ) AS head
         WHERE head.available_at <= now() AND {key_free_keys}
@@ -186,6 +187,7 @@ CLAIM_CTES = """
 
 def claim_ctes(*, after: str = "") -> str:
     return CLAIM_CTES.format(
+        queued=QUEUED_SQL,
         after=after,
         unlimited=UNLIMITED,
         key_free_w=KEY_FREE.format(key="w.lock_key"),
@@ -282,7 +284,7 @@ LIMITED_CLAIM = """
         SELECT w.job_id, w.priority, w.created_at, CASE WHEN limits.per_partition THEN w.partition_key ELSE '' END AS part
         FROM limits, (
             SELECT job_id, lock_key, partition_key, priority, created_at FROM dl_jobs
-            WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now()
+            WHERE status = {queued} AND queue = %(queue)s AND available_at <= now()
             ORDER BY priority, created_at, job_id
             LIMIT %(window)s
         ) AS w
@@ -294,7 +296,7 @@ LIMITED_CLAIM = """
         SELECT p.part, LEAST(
             limits.max_running - (
                 SELECT count(*) FROM dl_jobs r
-                WHERE r.status = 'running' AND r.queue = %(queue)s AND (NOT limits.per_partition OR r.partition_key = p.part)),
+                WHERE r.status = {running} AND r.queue = %(queue)s AND (NOT limits.per_partition OR r.partition_key = p.part)),
             CASE WHEN limits.rate_limit IS NOT NULL THEN limits.rate_limit - (
                 SELECT count(*) FROM dl_queue_starts s
                 WHERE s.queue = %(queue)s AND s.started_at > limits.since
@@ -351,6 +353,8 @@ def jobs_claim_limited(*, queue: str, limit: int, worker_id: str) -> list[Claime
             return jobs_claim(queue=queue, limit=limit, worker_id=worker_id)
         rows = sql.rows(
             LIMITED_CLAIM.format(
+                queued=QUEUED_SQL,
+                running=RUNNING_SQL,
                 key_free=KEY_FREE.format(key="w.lock_key"),
                 first_of_key=FIRST_OF_KEY,
                 still_queued=STILL_QUEUED,
@@ -375,8 +379,8 @@ def jobs_set_aside_unclaimable(*, queue: str, limit: int, worker_id: str) -> lis
     refused: dict[uuid.UUID, str] = {}
     with transaction.atomic():
         candidates = sql.rows(
-            """
-            SELECT job_id FROM dl_jobs WHERE status = 'queued' AND queue = %(queue)s AND available_at <= now()
+            f"""
+            SELECT job_id FROM dl_jobs WHERE status = {QUEUED_SQL} AND queue = %(queue)s AND available_at <= now()
             ORDER BY priority, created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
             """,
             {"queue": queue, "limit": limit},
@@ -394,16 +398,16 @@ def jobs_set_aside_unclaimable(*, queue: str, limit: int, worker_id: str) -> lis
                 transaction.savepoint_rollback(savepoint)
         if refused:
             sql.execute(
-                """
+                f"""
                 WITH refused AS (SELECT * FROM unnest(%(job_ids)s::uuid[], %(reasons)s::text[]) AS r(job_id, reason)),
                 failed AS (
                     UPDATE dl_jobs j
-                    SET status = 'failed', finished_at = now(), error = 'The database refused to run this job: ' || r.reason
+                    SET status = {FAILED_SQL}, finished_at = now(), error = 'The database refused to run this job: ' || r.reason
                     FROM refused r WHERE j.job_id = r.job_id
                     RETURNING j.job_id, j.queue, r.reason
                 )
                 INSERT INTO dl_job_events (job_id, queue, kind, payload)
-                SELECT job_id, queue, 'failed', jsonb_build_object('reason', 'unclaimable', 'error', reason, 'worker', %(worker)s::text)
+                SELECT job_id, queue, {sql_literal(EventKind.FAILED)}, jsonb_build_object('reason', 'unclaimable', 'error', reason, 'worker', %(worker)s::text)
                 FROM failed
                 """,
                 {

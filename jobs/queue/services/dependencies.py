@@ -5,7 +5,7 @@ What happens when upstream jobs end is the database's (``jobs.queue.dependency_r
 
 import uuid
 
-from jobs.queue.dependency_rules import WAITING_SQL
+from jobs.queue.states import CANCELED_SQL, QUEUED_SQL, EventKind, is_waiting_sql, sql_literal
 from pipeline_project.api.errors import InvalidInputError
 from pipeline_project.db import sql
 
@@ -78,7 +78,7 @@ def dependencies_insert(*, specs, job_ids: list[uuid.UUID], inserted: dict[uuid.
     ]
     new_ids = [job_id for _index, _spec, job_id in waiting]
     rows = sql.rows(
-        """
+        f"""
         WITH links AS (
             INSERT INTO dl_job_dependencies (job_id, upstream_id, run_anyway, requested_available_at, canceled_it)
             SELECT *, false FROM unnest(%(jobs)s::uuid[], %(upstreams)s::uuid[], %(run_anyway)s::bool[],
@@ -89,7 +89,7 @@ def dependencies_insert(*, specs, job_ids: list[uuid.UUID], inserted: dict[uuid.
         -- would wait forever: keys run in order.
         SELECT j.job_id, u.job_id FROM links l
         JOIN dl_jobs j ON j.job_id = l.job_id JOIN dl_jobs u ON u.job_id = l.upstream_id
-        WHERE u.status = 'queued' AND u.queue = j.queue AND u.lock_key = j.lock_key
+        WHERE u.status = {QUEUED_SQL} AND u.queue = j.queue AND u.lock_key = j.lock_key
           AND (j.priority, j.created_at, j.job_id) < (u.priority, u.created_at, u.job_id)
         """,
         {
@@ -119,7 +119,7 @@ def dependencies_insert(*, specs, job_ids: list[uuid.UUID], inserted: dict[uuid.
 ORPHANS_CANCEL_CTES = f"""
     orphaned AS (
         UPDATE dl_jobs j
-        SET status = 'canceled', cancel_requested = true, finished_at = now(),
+        SET status = {CANCELED_SQL}, cancel_requested = true, finished_at = now(),
             error = 'Upstream job ' || o.upstream_id || ' deleted.'
         FROM (
             SELECT DISTINCT ON (d.job_id) d.job_id, d.upstream_id
@@ -127,13 +127,13 @@ ORPHANS_CANCEL_CTES = f"""
             WHERE {{deletable}}
             ORDER BY d.job_id, d.upstream_id
         ) AS o
-        WHERE j.job_id = o.job_id AND j.status = 'queued' AND j.available_at = {WAITING_SQL}
+        WHERE j.job_id = o.job_id AND {is_waiting_sql("j")}
           AND j.job_id NOT IN (SELECT job_id FROM target)
         RETURNING j.job_id, j.queue, o.upstream_id
     ),
     orphans_journal AS (
         INSERT INTO dl_job_events (job_id, queue, kind, payload)
-        SELECT job_id, queue, 'canceled', jsonb_build_object('reason', 'upstream deleted', 'upstream', upstream_id)
+        SELECT job_id, queue, {sql_literal(EventKind.CANCELED)}, jsonb_build_object('reason', 'upstream deleted', 'upstream', upstream_id)
         FROM orphaned
     )
 """

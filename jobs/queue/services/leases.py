@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from jobs.queue.states import QUEUED_SQL, RUNNING_SQL
 from pipeline_project.db import sql
 
 
@@ -57,7 +58,7 @@ LOCKED_IN_ORDER = """
 # job claimed since the last vacuum (a bitmap scan marks none dead), and at 1,000 jobs/s a
 # worker's heartbeat came to take 30 s, holding its results and claims behind it.
 LEASE_GUARD = (
-    "j.job_id = ANY (%(job_ids)s::uuid[]) AND j.job_id = mine.job_id AND j.status::text = 'running' "
+    f"j.job_id = ANY (%(job_ids)s::uuid[]) AND j.job_id = mine.job_id AND j.status::text = {RUNNING_SQL} "
     "AND j.attempt = mine.attempt AND j.started_at = mine.started_at"
 )
 
@@ -111,12 +112,12 @@ def job_progress(*, lease: Lease, progress: dict) -> bool | None:
 
 # Running jobs whose newest ``picked`` event names one of the workers ``names`` (running jobs are
 # few, and each one's events are one index probe away): the jobs those workers were given last.
-RUNNING_PICKED_BY = """
+RUNNING_PICKED_BY = f"""
     dl_jobs j, LATERAL (
         SELECT payload ->> 'worker' AS worker FROM dl_job_events e
         WHERE e.job_id = j.job_id AND e.kind = 'picked' ORDER BY e.event_id DESC LIMIT 1
     ) AS picked
-    WHERE j.status = 'running' AND picked.worker = ANY(%(names)s)
+    WHERE j.status = {RUNNING_SQL} AND picked.worker = ANY(%(names)s)
 """
 
 
@@ -138,7 +139,7 @@ def _release(leases: list[Lease], *, worker_id: str, reason: str) -> int:
         WITH mine AS ({MY_LEASES}),
         released AS (
             UPDATE dl_jobs j
-            SET status = 'queued', attempt = j.attempt - 1, started_at = NULL, available_at = now(),
+            SET status = {QUEUED_SQL}, attempt = j.attempt - 1, started_at = NULL, available_at = now(),
                 lease_expires_at = NULL
             FROM mine WHERE {LEASE_GUARD}
             RETURNING j.job_id, j.queue, j.attempt

@@ -11,6 +11,7 @@ from django.db import transaction
 
 from jobs.queue.models import JOB_COUNTS
 from jobs.queue.services.leases import RUNNING_PICKED_BY
+from jobs.queue.states import LOST_SQL, QUEUED_SQL, RUNNING_SQL, EventKind, sql_literal
 from jobs.runtime.names import worker_name, worker_session_key
 from pipeline_project.db import sql
 from pipeline_project.db.connections import apart_from_this_transaction
@@ -32,9 +33,9 @@ def jobs_reap(*, batch: int = REAP_BATCH) -> Reaped:
     Concurrent reapers are safe (``SKIP LOCKED``); the periodic task that calls this makes
     sure only one process does at a time anyway.
     """
-    expired = """
+    expired = f"""
         SELECT job_id FROM dl_jobs
-        WHERE status = 'running' AND lease_expires_at IS NOT NULL AND lease_expires_at < now()
+        WHERE status = {RUNNING_SQL} AND lease_expires_at IS NOT NULL AND lease_expires_at < now()
         ORDER BY lease_expires_at
         LIMIT %(batch)s
         FOR UPDATE SKIP LOCKED
@@ -52,7 +53,7 @@ def _leases_end(selected: str, params: dict, *, reason: str, error: str) -> Reap
         WITH selected AS MATERIALIZED ({selected}),
         reaped AS (
             UPDATE dl_jobs j
-            SET status = CASE WHEN j.attempt >= j.max_attempts THEN 'lost' ELSE 'queued' END::dl_status,
+            SET status = CASE WHEN j.attempt >= j.max_attempts THEN {LOST_SQL} ELSE {QUEUED_SQL} END::dl_status,
                 available_at = now(), lease_expires_at = NULL,
                 finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
                 error = %(error)s
@@ -61,11 +62,11 @@ def _leases_end(selected: str, params: dict, *, reason: str, error: str) -> Reap
         ),
         journal AS (
             INSERT INTO dl_job_events (job_id, queue, kind, payload)
-            SELECT job_id, queue, CASE status WHEN 'lost' THEN 'lost' ELSE 'requeue' END,
+            SELECT job_id, queue, CASE status WHEN {LOST_SQL} THEN {sql_literal(EventKind.LOST)} ELSE 'requeue' END,
                    jsonb_build_object('reason', %(reason)s::text, 'attempt', attempt, 'last_heartbeat_at', heartbeat_at)
             FROM reaped
         )
-        SELECT count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'lost') FROM reaped
+        SELECT count(*) FILTER (WHERE status = {QUEUED_SQL}), count(*) FILTER (WHERE status = {LOST_SQL}) FROM reaped
         """,
         {**params, "reason": reason, "error": error},
     )
@@ -298,11 +299,11 @@ def jobs_statistics_refresh(
     if pages_now < max(min_pages, drift * measured_pages):
         cap = int(min_queued * drift)
         queued = sql.rows(
-            "SELECT count(*) FROM (SELECT 1 FROM dl_jobs WHERE status = 'queued' LIMIT %(cap)s) AS q", {"cap": cap}
+            f"SELECT count(*) FROM (SELECT 1 FROM dl_jobs WHERE status = {QUEUED_SQL} LIMIT %(cap)s) AS q", {"cap": cap}
         )[0][0]
         if queued < min_queued:
             return False
-        plan = sql.rows("EXPLAIN (FORMAT JSON) SELECT 1 FROM dl_jobs WHERE status = 'queued'", {})[0][0]
+        plan = sql.rows(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM dl_jobs WHERE status = {QUEUED_SQL}", {})[0][0]
         if sql.json_value(plan)[0]["Plan"]["Plan Rows"] * drift >= queued:
             return False
     sql.execute("ANALYZE dl_jobs", {})

@@ -14,12 +14,20 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import QuerySet
 
-from jobs.queue.models import CANCEL_CHANNEL, JobStatus
+from jobs.queue.models import CANCEL_CHANNEL, Job, Queue, QueueStart
 from jobs.queue.services.dependencies import ORPHANS_CANCEL_CTES
+from jobs.queue.states import (
+    CANCELED_SQL,
+    LIVE_SQL,
+    QUEUED_SQL,
+    RETRYABLE_SQL,
+    RUNNING_SQL,
+    EventKind,
+    JobStatus,
+    sql_literal,
+)
 from pipeline_project.api.errors import ConflictError, NotFoundError
 from pipeline_project.db import sql
-
-RETRYABLE = ("failed", "canceled", "lost")
 
 
 @dataclass(frozen=True)
@@ -87,7 +95,7 @@ def jobs_retry(*, selection: Selection, by: str, dry_run: bool = False) -> Count
     first attempt, so the next retry knows the runs' size whatever happened in between.
     """
     if dry_run:
-        return _preview(selection, changed=f"status IN {RETRYABLE}")
+        return _preview(selection, changed=f"status IN {RETRYABLE_SQL}")
     matched, changed = sql.rows(
         f"""
         WITH target AS MATERIALIZED (SELECT job_id FROM dl_jobs WHERE job_id IN ({selection.sql})),
@@ -102,11 +110,11 @@ def jobs_retry(*, selection: Selection, by: str, dry_run: bool = False) -> Count
         ),
         retried AS (
             UPDATE dl_jobs j
-            SET status = 'queued', available_at = now(), cancel_requested = false,
+            SET status = {QUEUED_SQL}, available_at = now(), cancel_requested = false,
                 max_attempts = LEAST(j.attempt::bigint + GREATEST(j.max_attempts - p.first_attempt + 1, 0), {_INT_MAX}),
                 started_at = NULL, finished_at = NULL, heartbeat_at = NULL, lease_expires_at = NULL, error = NULL
             FROM previous p
-            WHERE j.job_id = p.job_id AND j.status IN {RETRYABLE}
+            WHERE j.job_id = p.job_id AND j.status IN {RETRYABLE_SQL}
             RETURNING j.job_id, j.queue, j.attempt, j.max_attempts, p.run
         ),
         journal AS (
@@ -127,7 +135,7 @@ def jobs_cancel(*, selection: Selection, by: str, dry_run: bool = False) -> Coun
     """Cancel queued jobs at once and ask running ones to stop (their workers hear it by
     NOTIFY at once, or at their next lease renewal); finished jobs are left alone."""
     if dry_run:
-        return _preview(selection, changed="status = 'queued'", requested="status = 'running'")
+        return _preview(selection, changed=f"status = {QUEUED_SQL}", requested=f"status = {RUNNING_SQL}")
     with transaction.atomic():
         matched, canceled, requested = sql.rows(
             f"""
@@ -139,24 +147,24 @@ def jobs_cancel(*, selection: Selection, by: str, dry_run: bool = False) -> Coun
             -- Locked, so a claim cannot move a queued job to running under this statement.
             live AS MATERIALIZED (
                 SELECT job_id, status FROM dl_jobs
-                WHERE job_id IN (SELECT job_id FROM target) AND status IN ('queued', 'running')
+                WHERE job_id IN (SELECT job_id FROM target) AND status IN {LIVE_SQL}
                 ORDER BY job_id
                 FOR NO KEY UPDATE
             ),
             canceled AS (
                 UPDATE dl_jobs
-                SET status = 'canceled', cancel_requested = true, finished_at = now(), lease_expires_at = NULL
-                WHERE job_id IN (SELECT job_id FROM live WHERE status = 'queued')
+                SET status = {CANCELED_SQL}, cancel_requested = true, finished_at = now(), lease_expires_at = NULL
+                WHERE job_id IN (SELECT job_id FROM live WHERE status = {QUEUED_SQL})
                 RETURNING job_id, queue
             ),
             requested AS (
                 UPDATE dl_jobs SET cancel_requested = true
-                WHERE job_id IN (SELECT job_id FROM live WHERE status = 'running')
+                WHERE job_id IN (SELECT job_id FROM live WHERE status = {RUNNING_SQL})
                 RETURNING job_id, pg_notify('{CANCEL_CHANNEL}', job_id::text)
             ),
             journal AS (
                 INSERT INTO dl_job_events (job_id, queue, kind, payload)
-                SELECT job_id, queue, 'canceled', jsonb_build_object('by', %(by)s::text, 'while', 'queued') FROM canceled
+                SELECT job_id, queue, {sql_literal(EventKind.CANCELED)}, jsonb_build_object('by', %(by)s::text, 'while', {QUEUED_SQL}) FROM canceled
             )
             SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM canceled), (SELECT count(*) FROM requested)
             """,
@@ -168,7 +176,7 @@ def jobs_cancel(*, selection: Selection, by: str, dry_run: bool = False) -> Coun
 def jobs_delete(*, selection: Selection, force: bool = False, dry_run: bool = False) -> Counts:
     """Delete jobs and their journals; running jobs only with ``force`` (their workers' writes
     then match nothing). Jobs waiting for a deleted job are canceled, naming it."""
-    deletable = "true" if force else "status <> 'running'"
+    deletable = "true" if force else f"status <> {RUNNING_SQL}"
     if dry_run:
         return _preview(selection, changed=deletable)
     matched, deleted = sql.rows(
@@ -264,3 +272,13 @@ def _status(job_id: uuid.UUID) -> str:
     if not rows:
         raise NotFoundError(f"No job {job_id}.", details={"job_id": str(job_id)})
     return rows[0][0]
+
+
+def queues_delete(*, queues: Sequence[str]) -> int:
+    """Delete every job of ``queues``, running or not, with their journals and dependencies, and the
+    queues' operator state (pause, limits, start counts); how many jobs were deleted."""
+    with transaction.atomic():
+        deleted = jobs_delete(selection=Selection.of_queryset(Job.objects.filter(queue__in=queues)), force=True)
+        Queue.objects.filter(name__in=queues).delete()
+        QueueStart.objects.filter(queue__in=queues).delete()
+    return deleted.changed

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from jobs.queue.models import NOTIFY_CHANNEL
 from jobs.queue.services.claims import PICKED_EVENTS, ClaimedJob, ClaimFloor, claim_ctes, claim_params, claimed_job
 from jobs.queue.services.leases import LEASE_GUARD, LOCKED_IN_ORDER, Lease, in_batches
+from jobs.queue.states import CANCELED_SQL, FAILED_SQL, QUEUED_SQL, SUCCEEDED_SQL, OutcomeKind, sql_literal
 from pipeline_project.db import sql
 
 
@@ -31,49 +32,50 @@ class Outcome:
 # Ending runs, as CTEs ``mine`` (the outcomes) and ``ended`` (the jobs changed), then the
 # announcement of freed lock_keys (``announced``), for statements that end runs. ``{taken}``:
 # a condition on ``e`` true when the statement itself took the key's next job.
-_END_CTES = """
+_OUTCOME_SUCCEEDED, _OUTCOME_CANCELED = sql_literal(OutcomeKind.SUCCEEDED), sql_literal(OutcomeKind.CANCELED)
+_END_CTES = f"""
     mine AS (
         SELECT * FROM json_to_recordset(%(outcomes)s::json)
             AS mine(job_id uuid, attempt int, started_at timestamptz, kind text, error text, payload jsonb,
                     delay float8, progress jsonb)
     ),
-    locked AS MATERIALIZED ({locked}),
+    locked AS MATERIALIZED ({{locked}}),
     ended AS (
         UPDATE dl_jobs j
         SET status = (CASE
-                WHEN mine.kind = 'succeeded' THEN 'succeeded'
-                WHEN mine.kind = 'canceled' THEN 'canceled'
-                WHEN mine.kind = 'error' AND j.attempt < j.max_attempts THEN 'queued'
-                ELSE 'failed' END)::dl_status,
-            error = CASE WHEN mine.kind = 'succeeded' THEN NULL ELSE mine.error END,
+                WHEN mine.kind = {_OUTCOME_SUCCEEDED} THEN {SUCCEEDED_SQL}
+                WHEN mine.kind = {_OUTCOME_CANCELED} THEN {CANCELED_SQL}
+                WHEN mine.kind = 'error' AND j.attempt < j.max_attempts THEN {QUEUED_SQL}
+                ELSE {FAILED_SQL} END)::dl_status,
+            error = CASE WHEN mine.kind = {_OUTCOME_SUCCEEDED} THEN NULL ELSE mine.error END,
             available_at = CASE WHEN mine.kind = 'error' AND j.attempt < j.max_attempts
                                 THEN now() + make_interval(secs => mine.delay) ELSE j.available_at END,
             finished_at = CASE WHEN mine.kind = 'error' AND j.attempt < j.max_attempts THEN NULL ELSE now() END,
             lease_expires_at = NULL,
             progress = COALESCE(mine.progress, j.progress)
         FROM mine
-        WHERE {guard} AND j.job_id IN (SELECT job_id FROM locked)
+        WHERE {{guard}} AND j.job_id IN (SELECT job_id FROM locked)
         RETURNING j.job_id, j.queue, j.lock_key, j.attempt, j.available_at, j.status AS next_status, mine.payload
     ),
     -- Keys these runs freed whose next job is claimable now, by any worker: wake them (one
     -- NOTIFY per queue, as the ready trigger sends). A requeued job is its key's next job itself.
     -- The key's head in claim order (why: jobs.queue.services.claims.FIRST_OF_KEY).
     announced AS (
-        SELECT pg_notify('{channel}', queue) FROM (
+        SELECT pg_notify('{{channel}}', queue) FROM (
             SELECT DISTINCT e.queue FROM ended e
-            WHERE e.next_status <> 'queued' AND NOT ({taken})
+            WHERE e.next_status <> {QUEUED_SQL} AND NOT ({{taken}})
               AND (SELECT true FROM dl_jobs w
-                   WHERE w.queue = e.queue AND w.lock_key = e.lock_key AND w.status = 'queued'
+                   WHERE w.queue = e.queue AND w.lock_key = e.lock_key AND w.status = {QUEUED_SQL}
                    ORDER BY w.priority, w.created_at, w.job_id LIMIT 1)
         ) AS freed
     )
 """
-_END_EVENTS = """
+_END_EVENTS = f"""
     SELECT job_id, queue,
-           CASE next_status WHEN 'succeeded' THEN 'done' WHEN 'queued' THEN 'requeue' ELSE next_status::text END,
+           CASE next_status WHEN {SUCCEEDED_SQL} THEN 'done' WHEN {QUEUED_SQL} THEN 'requeue' ELSE next_status::text END,
            payload || jsonb_build_object('worker', %(worker)s::text, 'attempt', attempt)
-           || CASE WHEN next_status = 'queued' THEN jsonb_build_object('reason', 'retry', 'available_at', available_at)
-                   ELSE '{}'::jsonb END
+           || CASE WHEN next_status = {QUEUED_SQL} THEN jsonb_build_object('reason', 'retry', 'available_at', available_at)
+                   ELSE '{{}}'::jsonb END
     FROM ended
 """
 # Read by the final SELECT: a SELECT CTE runs only if something reads it; set_config with
@@ -138,9 +140,9 @@ def jobs_complete(
 
 # The claim after ending runs: ended first (their keys free up), and not a key whose ended job
 # was requeued (the snapshot shows that job running, but it is its key's first job again).
-_AFTER_ENDED = """
+_AFTER_ENDED = f"""
     AND (SELECT count(*) FROM ended) > 0
-    AND c.lock_key <> ALL (ARRAY(SELECT lock_key FROM ended WHERE next_status = 'queued'))
+    AND c.lock_key <> ALL (ARRAY(SELECT lock_key FROM ended WHERE next_status = {QUEUED_SQL}))
 """
 
 
@@ -181,7 +183,7 @@ def job_complete_and_claim(
 
 def _outcome_payload(outcome: Outcome) -> dict:
     payload = dict(outcome.details)
-    if outcome.kind == "succeeded":
+    if outcome.kind == OutcomeKind.SUCCEEDED:
         payload["result"] = outcome.result
     if outcome.error:
         payload["error"] = outcome.error

@@ -9,9 +9,9 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
-from jobs.queue.dependency_rules import WAITING_AVAILABLE_AT
 from jobs.queue.models import uuid7
 from jobs.queue.services.dependencies import dependencies_insert, dependencies_problems, depends_on_problem
+from jobs.queue.states import WAITING_AVAILABLE_AT, EventKind, sql_literal
 from pipeline_project.api.errors import ConflictError, InvalidInputError
 from pipeline_project.db import sql
 from pipeline_project.db.storable import json_problem, text_problem
@@ -177,7 +177,7 @@ def _jobs_insert(specs: list[JobSpec], new_ids: list[uuid.UUID]) -> dict[uuid.UU
             -- A waiting job's journal row says what it waits for and when it was asked to run.
             journal AS (
                 INSERT INTO dl_job_events (job_id, queue, kind, payload)
-                SELECT i.job_id, i.queue, 'queued',
+                SELECT i.job_id, i.queue, {sql_literal(EventKind.QUEUED)},
                        jsonb_build_object('producer', i.producer, 'idempotency_key', i.idempotency_key,
                                           'available_at', COALESCE(t.available_at, now()))
                        || CASE WHEN t.depends_on IS NULL THEN '{{}}'::jsonb

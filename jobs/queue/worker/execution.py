@@ -4,6 +4,7 @@ import time
 
 from jobs.queue import services
 from jobs.queue.handlers import FatalError, JobCancelled, JobContext, LeaseLost, Registry
+from jobs.queue.states import OutcomeKind
 from pipeline_project.db.storable import exception_details, exception_text, json_problem
 from pipeline_project.web.arguments import secret_values, text_without_secrets
 
@@ -23,7 +24,7 @@ def run_handler(handlers: Registry, context: JobContext, *, retry_backoff_sec: f
         if handler is None:
             return services.Outcome(
                 lease=job.lease,
-                kind="fatal",
+                kind=OutcomeKind.FATAL,
                 error=f"Unknown task {job.task!r}: no handler is registered for it in this worker.",
                 details={"known_tasks": handlers.names()},
             )
@@ -35,23 +36,23 @@ def run_handler(handlers: Registry, context: JobContext, *, retry_backoff_sec: f
         return None
     except JobCancelled:
         return services.Outcome(
-            lease=job.lease, kind="canceled", details={"by": "handler"}, progress=context.unwritten_progress()
+            lease=job.lease, kind=OutcomeKind.CANCELED, details={"by": "handler"}, progress=context.unwritten_progress()
         )
     except FatalError as exc:
-        return failure_outcome(job, exc, kind="fatal", started=started, progress=context.unwritten_progress())
+        return failure_outcome(job, exc, kind=OutcomeKind.FATAL, started=started, progress=context.unwritten_progress())
     except BaseException as exc:  # noqa: BLE001 - whatever the handler raises is the run's outcome, recorded
         backoff = handler.retry_backoff_sec if handler and handler.retry_backoff_sec is not None else retry_backoff_sec
         return failure_outcome(
             job,
             exc,
-            kind="error",
+            kind=OutcomeKind.ERROR,
             started=started,
             retry_delay_sec=backoff * job.lease.attempt,
             progress=context.unwritten_progress(),
         )
     return services.Outcome(
         lease=job.lease,
-        kind="succeeded",
+        kind=OutcomeKind.SUCCEEDED,
         result=result,
         duration_ms=(time.perf_counter() - started) * 1000,
         progress=context.unwritten_progress(),

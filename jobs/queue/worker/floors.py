@@ -19,6 +19,9 @@ FULL_READ_SHARE = 0.05
 
 
 class ClaimFloors:
+    """The control thread's (it alone writes); handler threads call only :meth:`floor`, whose two
+    lookups are single dict reads."""
+
     def __init__(self, *, claim_floor_after_sec: float):
         self.claim_floor_after_sec = claim_floor_after_sec
         self._floors: dict[str, services.ClaimFloor] = {}  # read by handler threads: replaced, never changed

@@ -23,6 +23,8 @@ MAX_RETRY_SEC = 1.0
 
 
 class LimitedQueues:
+    """The control thread's (it alone writes); handler threads only ask ``queue in limited``."""
+
     def __init__(self, queues):
         self.queues = list(queues)
         self.limits: dict[str, Queue] = {}  # read by handler threads: replaced, never changed

@@ -27,6 +27,8 @@ class LostClaims:
 
     def __init__(self, *, worker_name: str):
         self.worker_name = worker_name
+        # Every claiming thread (the control thread, handler threads handing a slot on) writes both
+        # fields below, the control thread's settle too: they are written only under this lock.
         self._lock = threading.Lock()
         self._in_flight = 0  # claims between their statement and the booking of its jobs
         self._in_doubt = False  # a claim failed on a broken connection since the last settle
@@ -36,26 +38,29 @@ class LostClaims:
         """Around a claim statement and the booking of the jobs it returns (any thread)."""
         with self._lock:
             self._in_flight += 1
+        in_doubt = False
         try:
             yield
         except DATABASE_ERRORS as exc:
-            if is_transient_error(exc):
-                self._in_doubt = True
+            in_doubt = is_transient_error(exc)
             raise
         finally:
             with self._lock:
                 self._in_flight -= 1
+                self._in_doubt |= in_doubt
 
     def settle(self, *, booked: Callable[[], set[uuid.UUID]]) -> int:
         """After a claim in doubt, give back the running jobs this worker was given last and does
         not hold (``booked``, called while no claim is in flight); return how many."""
-        if not self._in_doubt:
+        if not self._in_doubt:  # a read without the lock: a claim failing now is settled next time
             return 0
-        self._in_doubt = False  # a claim that fails from here on is in doubt again
+        with self._lock:
+            self._in_doubt = False  # a claim that fails from here on is in doubt again
         try:
             return self._give_back(booked)
         except DATABASE_ERRORS:
-            self._in_doubt = True
+            with self._lock:
+                self._in_doubt = True
             raise
 
     def _give_back(self, booked: Callable[[], set[uuid.UUID]]) -> int:

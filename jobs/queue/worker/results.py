@@ -5,7 +5,8 @@ import logging
 import uuid
 
 from jobs.queue import services
-from jobs.queue.worker.runs import Running
+from jobs.queue.states import OutcomeKind
+from jobs.queue.worker.runs import JobRun
 from jobs.runtime.database import DATABASE_ERRORS, configure_session, error_extra
 from pipeline_project.db.connections import is_transient_error
 from pipeline_project.db.storable import failure_text
@@ -14,7 +15,7 @@ log = logging.getLogger("jobs.queue.worker.source")
 
 
 class ResultWriter:
-    """The recorder's ``write`` for the runs (``jobs.queue.worker.runs.Running``) of one worker."""
+    """The recorder's ``write`` for the runs (``jobs.queue.worker.runs.JobRun``) of one worker."""
 
     def __init__(self, *, worker_name: str, synchronous_commit: str):
         self.worker_name = worker_name
@@ -39,7 +40,7 @@ class ResultWriter:
     def _complete(self, outcomes: list[services.Outcome]) -> dict[uuid.UUID, str]:
         return services.jobs_complete(outcomes=outcomes, worker_id=self.worker_name)
 
-    def _write_alone(self, running: Running) -> str | None:
+    def _write_alone(self, running: JobRun) -> str | None:
         """Write one result; if the database refuses it, record the job as failed with the reason:
         the run's outcome from then on (it is logged as the run's failure)."""
         outcome = running.outcome
@@ -52,7 +53,7 @@ class ResultWriter:
             refusal = services.first_line(exc)
         running.outcome = services.Outcome(
             lease=outcome.lease,
-            kind="fatal",
+            kind=OutcomeKind.FATAL,
             error=failure_text(f"The run's result could not be stored: {refusal}"),
             duration_ms=outcome.duration_ms,
         )

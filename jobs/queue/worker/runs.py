@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from jobs.queue import services
 from jobs.queue.handlers import JobContext
+from jobs.queue.states import OutcomeKind
 from jobs.queue.worker.clocks import QueueClocks
 
 # A lease due for renewal within this share of its interval is renewed with those due now.
@@ -16,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
-class Running:
+class JobRun:
     context: JobContext
     started: float  # perf_counter at dispatch
     renew_every: float  # seconds between lease renewals: min(heartbeat, TTL / 3)
@@ -27,7 +28,7 @@ class Running:
     lease_loss_logged: bool = False  # a renewal may find its lease gone before the run ends
 
     @classmethod
-    def claimed(cls, job: services.ClaimedJob, *, worker_name: str, clocks: QueueClocks) -> "Running":
+    def claimed(cls, job: services.ClaimedJob, *, worker_name: str, clocks: QueueClocks) -> "JobRun":
         context = JobContext(job, worker_name, progress_interval_sec=clocks.progress_interval_sec)
         renew_every = min(clocks.heartbeat_sec, job.lease_ttl_sec / 3)
         return cls(context, time.perf_counter(), renew_every, renew_at=time.monotonic() + renew_every)
@@ -40,15 +41,17 @@ class Running:
     def log_end(self, status: str | None) -> None:
         """Log how the run ended unless it succeeded, once its outcome is written (``status``: the
         job's new status; None: nothing was written, its lease was gone). Every run ends here,
-        whichever way its outcome was written (``QueueSource._forget``)."""
+        whichever way its outcome was written (``jobs.queue.worker.books.Books._forget``)."""
         outcome = self.outcome
         if status is None and not self.written_in_doubt:  # in doubt: most likely our own write landed
             self.log_lease_lost()
-        elif outcome.kind == "canceled":
+        elif outcome.kind == OutcomeKind.CANCELED:
             log.info("job canceled while running", extra=self._log_fields("canceled", by=outcome.details.get("by")))
-        elif outcome.kind != "succeeded":
+        elif outcome.kind != OutcomeKind.SUCCEEDED:
             job = self.context.job
-            retried = outcome.kind == "error" and job.lease.attempt < job.max_attempts  # as jobs_complete decides
+            retried = (
+                outcome.kind == OutcomeKind.ERROR and job.lease.attempt < job.max_attempts
+            )  # as jobs_complete decides
             failure = {
                 "error": outcome.error,
                 "error_type": outcome.details.get("exception_class"),  # None: nothing raised (an unknown task)

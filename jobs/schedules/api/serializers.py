@@ -2,8 +2,8 @@ from rest_framework import serializers
 
 from jobs.schedules import selectors, services
 from jobs.schedules.models import MissedPolicy, Schedule
-from pipeline_project.api.arguments import ArgumentsField
 from pipeline_project.api.fields import StrictCharField, StrictIntegerField
+from pipeline_project.api.masked_arguments import ArgumentsField
 from pipeline_project.api.serializers import RequestSerializer
 
 

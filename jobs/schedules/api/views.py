@@ -13,7 +13,7 @@ from pipeline_project.api.authentication import request_caller
 from pipeline_project.api.pagination import StrictCursorPagination
 from pipeline_project.api.schema import error_responses
 from pipeline_project.api.serializers import PageQuery
-from pipeline_project.audit.services import audited
+from pipeline_project.audit.services import audited_call
 from pipeline_project.db.snapshot import snapshot
 
 
@@ -97,9 +97,13 @@ class SchedulePauseView(ScheduleView):
     @extend_schema(request=None, responses=s.ScheduleChangedSerializer, summary="Pause: its ticks are not enqueued")
     @accepts()
     def post(self, request, schedule_id):
-        with audited(request=request, action=self.operator_action, objects=[schedule_id]) as entry:
-            changed = services.schedule_pause(schedule_id=schedule_id, by=request_caller(request))
-            entry.count = int(changed[1])
+        changed = audited_call(
+            lambda: services.schedule_pause(schedule_id=schedule_id, by=request_caller(request)),
+            request=request,
+            action=self.operator_action,
+            objects=[schedule_id],
+            count=lambda changed: int(changed[1]),
+        )
         return _changed_response(request, changed)
 
 
@@ -114,9 +118,13 @@ class ScheduleResumeView(ScheduleView):
     )
     @accepts()
     def post(self, request, schedule_id):
-        with audited(request=request, action=self.operator_action, objects=[schedule_id]) as entry:
-            changed = services.schedule_resume(schedule_id=schedule_id, by=request_caller(request))
-            entry.count = int(changed[1])
+        changed = audited_call(
+            lambda: services.schedule_resume(schedule_id=schedule_id, by=request_caller(request)),
+            request=request,
+            action=self.operator_action,
+            objects=[schedule_id],
+            count=lambda changed: int(changed[1]),
+        )
         return _changed_response(request, changed)
 
 
@@ -127,7 +135,10 @@ class ScheduleRunView(ScheduleView):
     @extend_schema(request=None, responses={201: s.RunNowSerializer}, summary="Run now: enqueue one job of it")
     @accepts()
     def post(self, request, schedule_id):
-        with audited(request=request, action=self.operator_action, objects=[schedule_id]) as entry:
-            enqueued = services.schedule_run_now(schedule_id=schedule_id, by=request_caller(request))
-            entry.count = 1
+        enqueued = audited_call(
+            lambda: services.schedule_run_now(schedule_id=schedule_id, by=request_caller(request)),
+            request=request,
+            action=self.operator_action,
+            objects=[schedule_id],
+        )
         return Response(s.RunNowSerializer(enqueued).data, status=201)

@@ -12,8 +12,8 @@ from jobs.schedules.services.rules import (
     DEFAULTS,
     checked,
     database_now,
-    job_spec,
     schedule_found,
+    schedule_job_spec,
     ticks_start_at,
     timing_of,
     unknown_field_problems,
@@ -113,7 +113,9 @@ def schedule_run_now(*, schedule_id: int, by: str) -> job_services.Enqueued:
     with transaction.atomic():
         schedule = _locked(schedule_id)
         enqueued = job_services.job_enqueue(
-            spec=job_spec(schedule, idempotency_key=f"schedule:{schedule.id}:manual:{uuid.uuid4()}", producer=by)
+            spec=schedule_job_spec(
+                schedule, idempotency_key=f"schedule:{schedule.id}:manual:{uuid.uuid4()}", producer=by
+            )
         )
         Schedule.objects.filter(pk=schedule.pk).update(last_job_id=enqueued.job_id)
         return enqueued

@@ -50,7 +50,7 @@ def schedule_problems(values: dict) -> dict[str, list[str]]:
     problems: dict[str, list[str]] = {}
     if not isinstance(values["name"], str) or (problem := job_services.text_field_problem("task", values["name"])):
         problems["name"] = [problem if isinstance(values["name"], str) else "Must be a string."]
-    spec_problems = job_services.job_spec_problems(job_spec(values, idempotency_key=None, producer=None))
+    spec_problems = job_services.job_spec_problems(schedule_job_spec(values, idempotency_key=None, producer=None))
     problems.update({name: found for name, found in spec_problems.items() if name in _JOB_FIELDS})
     problems.update(_timing_problems(values))
     if values["missed_policy"] not in MissedPolicy.values:
@@ -102,7 +102,7 @@ def values_of(schedule: Schedule) -> dict:
     return {name: getattr(schedule, name) for name in FIELDS}
 
 
-def job_spec(values, *, idempotency_key: str | None, producer: str | None) -> job_services.JobSpec:
+def schedule_job_spec(values, *, idempotency_key: str | None, producer: str | None) -> job_services.JobSpec:
     """The job a tick (or a run now) of a schedule, or of its values, enqueues."""
     get = _reader(values)
     return job_services.JobSpec(

@@ -21,7 +21,7 @@ from jobs.schedules.services.rules import (
     DEFAULTS,
     checked,
     database_now,
-    job_spec,
+    schedule_job_spec,
     tick_key,
     ticks_start_at,
     timing_of,
@@ -106,7 +106,8 @@ def _enqueue_ticks(schedule: Schedule, *, now: datetime) -> tuple[int, int]:
     if due.ticks:
         producer = f"schedule:{schedule.name}"
         specs = [
-            job_spec(schedule, idempotency_key=tick_key(schedule.pk, tick), producer=producer) for tick in due.ticks
+            schedule_job_spec(schedule, idempotency_key=tick_key(schedule.pk, tick), producer=producer)
+            for tick in due.ticks
         ]
         enqueued = job_services.job_enqueue_many(specs=specs)
         changes.update(last_tick_at=due.ticks[-1], last_job_id=enqueued[-1].job_id)

@@ -120,7 +120,7 @@ def runtime_left_running(job_id: str) -> postgres.Server:
     """What a worker killed in the middle of a step leaves: the job's runtime with its server up."""
     image = images.image_resolve(IMAGE)
     runtime = statefs.job_runtime_dir(job_id)
-    statefs.snapshot(steps.base_ensure(image), runtime)
+    statefs.data_dir_copy(steps.base_ensure(image), runtime)
     postgres.own(runtime)
     return postgres.start(image, runtime)
 

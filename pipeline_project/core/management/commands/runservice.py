@@ -14,14 +14,10 @@ import sys
 import tempfile
 import threading
 from contextlib import contextmanager, suppress
-from pathlib import Path
 
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-
-from jobs.dbstates.services import engine_json_write
-from pipeline_project.demo.config import workers_json
-from pipeline_project.settings import BASE_DIR
 
 STOP_TIMEOUT_SEC = 40  # the worker's shutdown timeout (30 s by default) and some
 COMMANDS = {
@@ -52,18 +48,18 @@ class Command(BaseCommand):
         metrics_dir = tempfile.mkdtemp(prefix="pipeline-metrics-")
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}  # /metrics sums both processes
         if "WORKERS_JSON" not in os.environ:  # the worker serves `manage.py demo`'s queues and namespace too
-            env["WORKERS_JSON"] = workers_json(settings.WORKERS_JSON)
+            env["WORKERS_JSON"] = settings.RUNSERVICE_WORKERS_JSON
         bind = os.environ.get("WEB_BIND", "127.0.0.1:8000")
         self.stdout.write(f"Web server on http://{bind}, and a job worker; Ctrl-C stops both.")
         try:
             with terminal_foreground():
                 # Each child in a process group of its own: Ctrl-C reaches this command, which stops them in order.
                 children = {
-                    name: subprocess.Popen(command, cwd=BASE_DIR, env=env, process_group=0)
+                    name: subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, process_group=0)
                     for name, command in COMMANDS.items()
                 }
-                if write_engine_json:
-                    engine_json_write(path=Path(write_engine_json), endpoint=f"http://{bind}/sqlrs", pid=os.getpid())
+                if write_engine_json:  # the database-state engine's command (jobs.dbstates)
+                    call_command("writeenginejson", write_engine_json, endpoint=f"http://{bind}/sqlrs", pid=os.getpid())
                 while not stop.wait(0.2) and all(child.poll() is None for child in children.values()):
                     pass
                 crashed = [name for name, child in children.items() if child.poll() is not None]

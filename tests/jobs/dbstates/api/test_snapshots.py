@@ -9,7 +9,7 @@ import uuid
 import pytest
 from django.db import transaction
 
-from jobs.dbstates.models import Instance, JobStatus, Name, PrepareJob, PrepareTask, State
+from jobs.dbstates.models import Instance, Name, PrepareJob, PrepareStatus, PrepareTask, State
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection, run_in_threads
 from tests.helpers import wait_for
@@ -19,7 +19,7 @@ pytestmark = ALL_DATABASES_COMMITTED
 TASKS = ("plan", "resolve-image", "execute-0", "prepare-instance")
 
 
-def a_job(status: str = JobStatus.RUNNING) -> PrepareJob:
+def a_job(status: str = PrepareStatus.RUNNING) -> PrepareJob:
     job = PrepareJob.objects.create(
         job_id=uuid.uuid4().hex, prepare_kind="psql", image_id="postgres:15", request={}, status=status
     )
@@ -76,7 +76,7 @@ def test_a_job_and_its_tasks_are_read_as_of_one_moment_while_a_writer_flips_them
     """A writer flips a job between queued and running and, in the same transaction, its step's
     ``cached`` with it; every answer shows the two from the same moment. The job starts queued and
     not cached, a pair the writer also writes, so a read before its first commit is not mixed."""
-    job = a_job(JobStatus.QUEUED)
+    job = a_job(PrepareStatus.QUEUED)
     stop = threading.Event()
 
     def write_or_read(index: int):
@@ -155,7 +155,7 @@ def test_a_dry_run_tree_is_read_as_of_one_moment(api_token):
 
 
 def test_a_job_deleted_while_it_was_being_canceled_is_a_404(api_token):
-    job = a_job(JobStatus.QUEUED)
+    job = a_job(PrepareStatus.QUEUED)
     gone = lambda: PrepareJob.objects.filter(pk=job.pk).delete()  # noqa: E731
     with writer_between_reads("sqlrs_prepare_jobs", gone) as ran:
         code, headers, body = engine_call("post", f"/sqlrs/v1/prepare-jobs/{job.job_id}/cancel", token=api_token)
@@ -165,7 +165,7 @@ def test_a_job_deleted_while_it_was_being_canceled_is_a_404(api_token):
 
 DELETABLE = {
     "states": ("/v1/states/{stateId}", State, a_state),
-    "prepare-jobs": ("/v1/prepare-jobs/{jobId}", PrepareJob, lambda: a_job(JobStatus.SUCCEEDED)),
+    "prepare-jobs": ("/v1/prepare-jobs/{jobId}", PrepareJob, lambda: a_job(PrepareStatus.SUCCEEDED)),
     "instances": ("/v1/instances/{instanceId}", Instance, lambda: an_instance(a_state())),
 }
 

@@ -7,7 +7,7 @@ import pytest
 
 from jobs.queue import services
 from jobs.queue.console import job_page as page_module
-from jobs.queue.console.job_page import FOLD_LINES, Event, job_page, latest_runs, runs_of, shown
+from jobs.queue.console.job_page import FOLD_LINES, JournalRow, job_page, latest_runs, runs_of, shown
 from jobs.queue.console.templatetags.job_times import duration
 from jobs.queue.models import Job, JobEvent
 from tests.conftest import ALL_DATABASES
@@ -19,9 +19,9 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def journal(*rows) -> list[Event]:
+def journal(*rows) -> list[JournalRow]:
     """(seconds after T0, kind, payload) rows as the journal's events."""
-    return [Event(n, at(seconds), kind, payload or {}) for n, (seconds, kind, payload) in enumerate(rows, start=1)]
+    return [JournalRow(n, at(seconds), kind, payload or {}) for n, (seconds, kind, payload) in enumerate(rows, start=1)]
 
 
 def seconds(value: timedelta | None) -> float | None:

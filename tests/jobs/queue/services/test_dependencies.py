@@ -7,9 +7,9 @@ import pytest
 from django.utils import timezone
 
 from jobs.queue import services
-from jobs.queue.dependency_rules import WAITING_AVAILABLE_AT
 from jobs.queue.models import Job, JobEvent
 from jobs.queue.services.leases import Lease
+from jobs.queue.states import WAITING_AVAILABLE_AT
 from pipeline_project.api.errors import InvalidInputError
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import run_in_threads

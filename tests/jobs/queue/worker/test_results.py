@@ -9,7 +9,7 @@ from django.utils import timezone
 from jobs.queue import services
 from jobs.queue.handlers import JobContext, registry
 from jobs.queue.models import Job
-from jobs.queue.worker.runs import Running
+from jobs.queue.worker.runs import JobRun
 from jobs.queue.worker.source import QueueSource
 from jobs.runtime.config import WorkerConfig
 from tests.conftest import ALL_DATABASES_COMMITTED
@@ -18,10 +18,10 @@ from tests.jobs.conftest import enqueue, job
 pytestmark = ALL_DATABASES_COMMITTED
 
 
-def finished_run(job: services.ClaimedJob, result) -> Running:
+def finished_run(job: services.ClaimedJob, result) -> JobRun:
     """A run of ``job`` that succeeded with ``result``, as handler threads hand it to the recorder."""
     outcome = services.Outcome(lease=job.lease, kind="succeeded", result=result)
-    return Running(context=JobContext(job, "w"), started=0.0, renew_every=1.0, renew_at=0.0, outcome=outcome)
+    return JobRun(context=JobContext(job, "w"), started=0.0, renew_every=1.0, renew_at=0.0, outcome=outcome)
 
 
 def runs_logged(caplog) -> list:
