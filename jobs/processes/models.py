@@ -64,6 +64,7 @@ class Process(models.Model):
 
     class Meta:
         db_table = "dl_processes"
+        verbose_name_plural = "processes"  # not Django's "processs"
         permissions = [("repair_process", "Can repair processes")]
         constraints = [
             models.UniqueConstraint(fields=["namespace", "process_id"], name="ux_dl_processes_ns_id"),

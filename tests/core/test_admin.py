@@ -106,3 +106,10 @@ def test_the_admin_refuses_an_unknown_scope(admin_client):
     response = admin_client.post("/admin/core/apitoken/add/", {"name": "operator", "scopes": "read,admin"})
 
     assert response.status_code == 200 and not ApiToken.objects.exists()  # the form again, with its error
+
+
+def test_the_index_names_processes_in_english_and_view_site_leads_to_the_pipeline_pages(admin_client):
+    page = admin_client.get("/admin/").content.decode()
+
+    assert "Processes" in page and "Processs" not in page
+    assert '<a href="/pipeline/">View site</a>' in page

@@ -116,3 +116,10 @@ def test_a_csrf_failure_on_the_api_is_in_the_error_shape(admin_user):
 
     assert response.status_code == 403
     assert response.json()["code"] in ("csrf_failed", "permission_denied")
+
+
+def test_the_root_leads_to_the_console(anonymous):
+    response = anonymous.get("/")
+
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/"
