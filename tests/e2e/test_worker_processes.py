@@ -61,9 +61,15 @@ def test_kill_9_with_jobs_in_flight_loses_nothing():
         assert Job.objects.get(job_id=job_id).attempt == 2
 
 
-def test_a_killed_worker_s_job_runs_again_within_15_s_long_before_its_lease_ends():
+RERUN_WITHIN_SEC = 40  # a killed worker's job runs again within this (its silence counts from 100 s)
+
+
+def test_a_killed_worker_s_job_runs_again_long_before_its_lease_ends():
     """Found by its listening session, gone with its process: neither its lease (10 minutes) nor
-    its silence (forgotten after 10 heartbeats, 100 s here) is waited for."""
+    its silence (forgotten after 10 heartbeats, 100 s here) is waited for. Alone it takes a few
+    seconds; RERUN_WITHIN_SEC leaves room for the next worker's start on cores the suite shares
+    (a loaded run took over 15 s, on the code before and after the queue's worker was split),
+    and is still far below the silence's 100 s."""
     (job,) = enqueue_many(1, args={"seconds": 120}, lease_ttl_sec=600)
     env = {**subprocess_database_env(), "DL_HEARTBEAT_SEC": "10"}
 
@@ -73,13 +79,17 @@ def test_a_killed_worker_s_job_runs_again_within_15_s_long_before_its_lease_ends
         killed_at = time.monotonic()
         doomed.wait()
     with runworker("--queue", "default:1", env=env):
-        wait_for(lambda: Job.objects.get(job_id=job.job_id).attempt == 2, timeout=15, what="the job to run again")
+        wait_for(
+            lambda: Job.objects.get(job_id=job.job_id).attempt == 2,
+            timeout=RERUN_WITHIN_SEC,
+            what="the job to run again",
+        )
         rerun_after = time.monotonic() - killed_at
         assert Job.objects.get(job_id=job.job_id).status == "running"
         requeues = JobEvent.objects.filter(job_id=job.job_id, kind="requeue")
         assert [event.payload["reason"] for event in requeues] == ["worker_gone"]  # not lease_expired
 
-    assert rerun_after < 15, rerun_after
+    assert rerun_after < RERUN_WITHIN_SEC, rerun_after
     assert not Worker.objects.filter(pid=doomed.pid).exists()  # the dead worker is forgotten with it
 
 
