@@ -316,6 +316,15 @@ def _chunked_post(port: int, token: str, chunks: list[bytes]) -> tuple[int, byte
     return response.status, response.read()
 
 
+def _closed_by_server(client: socket.socket) -> bool:
+    """Whether the server closed the connection: an end of stream, or a reset (a server closing
+    with the client's unread bytes in its buffer resets the connection instead)."""
+    try:
+        return client.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
 @pytest.mark.parametrize("command", [ASGI_COMMAND, WSGI_COMMAND], ids=["asgi", "wsgi"])
 @pytest.mark.parametrize("path", ["/api/v1/jobs/trigger", "/sqlrs/v1/prepare-jobs"])
 def test_a_huge_declared_length_gets_413_at_once_without_its_body(command, path):
@@ -329,7 +338,7 @@ def test_a_huge_declared_length_gets_413_at_once_without_its_body(command, path)
             started = time.monotonic()
             status, headers, body = _read_response(client)
             answered_in = time.monotonic() - started
-            closed = client.recv(1) == b""  # the server does not wait for the rest of the body
+            closed = _closed_by_server(client)  # the server does not wait for the rest of the body
         assert answers(port)  # and goes on serving
 
     assert status == 413 and answered_in < 1, (status, answered_in)
