@@ -149,7 +149,6 @@ LIVE = ordered(set(JobStatus) - set(FINISHED))
 UNSUCCESSFUL = ordered(set(FINISHED) - {JobStatus.SUCCEEDED})  # what cancels the jobs that wait for it
 RETRYABLE = ordered(TRANSITIONS["retry"].sources)
 CLAIMABLE = ordered(TRANSITIONS["claim"].sources)
-CANCELABLE = ordered(TRANSITIONS["cancel"].sources)  # canceled at once; running ones are asked to stop
 STOPPABLE = ordered(TRANSITIONS["stop"].sources)  # asked to stop by a cancel
 
 
