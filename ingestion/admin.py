@@ -1,20 +1,24 @@
-from functools import partial
+import uuid
 from urllib.parse import urlsplit
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin import ShowFacets
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
+from django.urls import reverse
 from django.utils.html import format_html
 
-from ingestion import politeness, services
+from ingestion import politeness, selectors
 from ingestion.fetching import origin_of
 from ingestion.models import IngestionItem, IngestionRun, Source
+from ingestion.pages import run_started
+from ingestion.templatetags.run_page import took, why
 from pipeline_project.api.errors import ApplicationError
 from pipeline_project.audit.actions import may
-from pipeline_project.audit.services import audited_call
-from pipeline_project.web.admin import ReadOnlyAdminMixin
+from pipeline_project.web.admin import KeysetAdminMixin, ReadOnlyAdminMixin
+from pipeline_project.web.times import moment_html
 
 MAX_HOSTS = 100
 
@@ -67,13 +71,7 @@ class SourceForm(forms.ModelForm):
 def run_sources(modeladmin, request, queryset):
     for source in queryset:
         try:
-            run = audited_call(
-                partial(services.run_start, source_id=source.id),
-                request=request,
-                action="run.start",
-                objects=[source.id],
-                detail=lambda run: {"run": str(run.id)},
-            )
+            run = run_started(request, source_id=source.id)
         except ApplicationError as error:
             modeladmin.message_user(request, f"{source.name}: {error.message}", messages.ERROR)
         else:
@@ -145,23 +143,76 @@ class SourceAdmin(admin.ModelAdmin):
         )
 
 
+def _run_link(run_id) -> str:
+    return format_html('<a href="{}">Run {}</a>', reverse("ingestion-run", args=[run_id]), str(run_id)[:8])
+
+
 @admin.register(IngestionRun)
 class IngestionRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Runs are created by Run and moved by their jobs; the admin reads them."""
+    """Runs are created by Run and moved by their jobs; the admin reads them (its /pipeline page shows each whole)."""
 
-    list_display = ["id", "source", "status", "active_stage", "created_at", "finished_at", "error_message"]
+    list_display = ["run", "source", "status", "active_stage", "created", "took", "error_message"]
+    list_display_links = None  # each run links to its /pipeline page, which shows it whole
     list_filter = ["status", "active_stage", "source"]
-    search_fields = ["id"]
+    search_fields = ["=id"]
+    search_help_text = "Exact run id"
     ordering = ["-created_at"]
     list_select_related = ["source"]
     show_full_result_count = False
+    show_facets = ShowFacets.NEVER  # a facet's count would read every run
+
+    @admin.display(description="run")
+    def run(self, obj):
+        return _run_link(obj.id)
+
+    @admin.display(description="created")
+    def created(self, obj):
+        return moment_html(obj.created_at)
+
+    @admin.display(description="took")
+    def took(self, obj):
+        return took(obj)
+
+
+# The item list's filters its count is kept for (ingestion_run_counts): one run, by stage and status.
+COUNTED_FILTERS = {"run", "stage__exact", "status__exact"}
 
 
 @admin.register(IngestionItem)
-class IngestionItemAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["item_key", "run", "stage", "item_type", "status", "needs_review", "updated_at"]
+class IngestionItemAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Items of every run, newest first a page at a time (a run may have 100,000, a year millions)."""
+
+    list_display = ["item", "run_shown", "stage", "item_type", "status", "why", "needs_review", "updated"]
     list_filter = ["stage", "item_type", "status", "needs_review"]
     search_fields = ["item_key", "document_url", "filename"]
-    ordering = ["-id"]
     list_per_page = 100
-    show_full_result_count = False
+    show_facets = ShowFacets.NEVER  # a facet's count would read every item
+
+    def keyset_count(self, request, changelist) -> int | None:
+        """One run's items of a stage and status, from the run's counts; unknown for other filters."""
+        filters = changelist.get_filters_params()
+        if "run" not in filters or set(filters) - COUNTED_FILTERS:
+            return None
+        try:
+            run_id = uuid.UUID(request.GET["run"])
+        except ValueError:
+            return None
+        return selectors.run_item_count(
+            run_id=run_id, stage=request.GET.get("stage__exact"), status=request.GET.get("status__exact")
+        )
+
+    @admin.display(description="item")
+    def item(self, obj):
+        return obj.item_label or obj.document_url or obj.item_key
+
+    @admin.display(description="run")
+    def run_shown(self, obj):
+        return _run_link(obj.run_id)
+
+    @admin.display(description="why")
+    def why(self, obj):
+        return why(obj)
+
+    @admin.display(description="updated")
+    def updated(self, obj):
+        return moment_html(obj.updated_at)

@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from ingestion import selectors, services
-from ingestion.models import ENDED_RUN_STATUSES, IngestionRun, Source
+from ingestion.models import ENDED_RUN_STATUSES, IngestionRun, ItemStatus, Source
+from ingestion.services.runs import LIVE_ITEM_STATUSES
 from pipeline_project.api.errors import ApplicationError, NotFoundError
 from pipeline_project.audit.actions import may, permissions_of
 from pipeline_project.audit.selectors import audit_entries_for
@@ -91,21 +92,36 @@ def run_page(request, run_id: uuid.UUID):
     except NotFoundError:
         raise Http404("no such run") from None
     counts = selectors.run_stage_counts(run=run)
+    problems = list(selectors.run_problems(run=run))
     context = _context(
         request,
-        f"Run of {run.source.name}",
+        f"Run {str(run.id)[:8]} of {run.source.name}",
         run=run,
-        stats=selectors.run_stats_rows(run=run),
+        cards=selectors.run_stage_cards(counts=counts),
         active=run.status not in ENDED_RUN_STATUSES,
         lists=selectors.run_stage_items(run=run, counts=counts),
-        problems=selectors.run_problems(run=run),
+        problems=problems,
+        problems_total=max(selectors.run_items_in(counts=counts, statuses=selectors.PROBLEM_STATUSES), len(problems)),
         timeline=selectors.run_timeline(counts=counts),
         jobs=selectors.run_jobs_summary(run=run),
         jobs_search=json.dumps({"run_id": str(run.id)}),
-        has_failed=any(stage["by_status"].get("failed") for stage in counts.values()),
+        failed_items=selectors.run_items_in(counts=counts, statuses=[ItemStatus.FAILED]),
+        unfinished_items=selectors.run_items_in(counts=counts, statuses=LIVE_ITEM_STATUSES),
         audit_entries=audit_entries_for(object_type="run", object_id=run.id),
     )
     return _rendered(request, "ingestion/run.html", context)
+
+
+def run_started(request, *, source_id: int) -> IngestionRun:
+    """Run the source, as the operator action ``run.start``: its entry names the run it started
+    (the run's page shows it), its detail the source."""
+    return audited_call(
+        lambda: services.run_start(source_id=source_id),
+        request=request,
+        action="run.start",
+        objects_of=lambda run: [run.id],
+        detail=lambda run: {"source": run.source.name, "source_id": run.source_id},
+    )
 
 
 @staff_member_required
@@ -113,13 +129,7 @@ def run_page(request, run_id: uuid.UUID):
 def source_run(request, source_id: int):
     _require(request, "run.start")
     try:
-        run = audited_call(
-            lambda: services.run_start(source_id=source_id),
-            request=request,
-            action="run.start",
-            objects=[source_id],
-            detail=lambda run: {"run": str(run.id)},
-        )
+        run = run_started(request, source_id=source_id)
     except NotFoundError:
         raise Http404("no such source") from None
     except ApplicationError as error:

@@ -25,7 +25,8 @@ from pipeline_project.api.errors import NotFoundError
 
 PROBLEM_STATUSES = (ItemStatus.FAILED, ItemStatus.REVIEW_REQUIRED)
 STAGE_LABELS = {ItemStage.DISCOVERY: "Discovery", ItemStage.DOCUMENTS: "Documents", ItemStage.OCR: "OCR"}
-LIST_LIMIT = 200  # items per list on a run's page; the admin lists them all
+LIST_LIMIT = 25  # items per list on a run's page (a run may have 100,000); the admin lists them all
+JOBS_COUNTED = 1000  # a run's jobs of each status are counted up to this many: more shows as "1000+"
 
 
 def run_list(*, status: Iterable[str] = (), source: int | None = None) -> QuerySet[IngestionRun]:
@@ -125,11 +126,26 @@ def run_jobs(*, run: IngestionRun) -> QuerySet:
 
 
 def run_jobs_summary(*, run: IngestionRun, limit: int = LIST_LIMIT) -> dict:
-    """A run's jobs by status, and those that did not succeed (their first ``limit``): a run of
-    100,000 items has as many jobs, which no page lists."""
-    by_status = dict(run_jobs(run=run).order_by().values_list("status").annotate(jobs=Count("job_id")))
+    """A run's jobs by status, each counted up to JOBS_COUNTED (an index range of the run's jobs
+    of that status, cut off: a run of 100,000 items has as many jobs), and those that did not
+    succeed (their first ``limit``). ``shown``: each count as the page says it ("1000+")."""
+    jobs = run_jobs(run=run).order_by()
+    by_status = {
+        status: counted for status in JobStatus if (counted := jobs.filter(status=status)[: JOBS_COUNTED + 1].count())
+    }
     unsucceeded = jobs_with_args(values={"run_id": str(run.id)}, statuses=set(JobStatus) - {JobStatus.SUCCEEDED})
-    return {"by_status": by_status, "total": sum(by_status.values()), "unsucceeded": list(unsucceeded[:limit])}
+    more = any(counted > JOBS_COUNTED for counted in by_status.values())
+    total = sum(min(counted, JOBS_COUNTED) for counted in by_status.values())
+    return {
+        "shown": {status: _at_most(counted) for status, counted in by_status.items()},
+        "total": total,
+        "total_shown": f"{total}+" if more else str(total),
+        "unsucceeded": list(unsucceeded[:limit]),
+    }
+
+
+def _at_most(counted: int) -> str:
+    return f"{JOBS_COUNTED}+" if counted > JOBS_COUNTED else str(counted)
 
 
 def _jobs_of_outer_run(statuses=None) -> QuerySet:
@@ -166,9 +182,30 @@ def runs_to_settle() -> QuerySet[IngestionRun]:
     )
 
 
-def run_stats_rows(*, run: IngestionRun) -> list[tuple[str, list[tuple[str, int]]]]:
-    """stats_json in the seed's order: per stage (its label), total first, then its statuses."""
-    return [
-        (STAGE_LABELS[stage], [(name, run.stats_json.get(stage, {}).get(name, 0)) for name in ("total", *statuses)])
-        for stage, statuses in STATS_SHAPE.items()
-    ]
+def run_stage_cards(*, counts: dict[str, dict]) -> list[dict]:
+    """Each stage's card: its label, its items, and how many are in each status: the seed's
+    (``STATS_SHAPE``, zero too) then any other with items (skipped OCR, pending, running, ...)."""
+    cards = []
+    for stage, statuses in STATS_SHAPE.items():
+        counted = counts.get(stage, {"items": 0, "by_status": {}})
+        others = [status for status in ItemStatus if status not in statuses and counted["by_status"].get(status)]
+        cards.append(
+            {
+                "stage": stage,
+                "label": STAGE_LABELS[stage],
+                "total": counted["items"],
+                "by_status": [(status, counted["by_status"].get(status, 0)) for status in (*statuses, *others)],
+            }
+        )
+    return cards
+
+
+def run_items_in(*, counts: dict[str, dict], statuses: Iterable[str]) -> int:
+    """How many of the run's items (every stage) are in ``statuses``, from its counts."""
+    return sum(stage["by_status"].get(status, 0) for stage in counts.values() for status in statuses)
+
+
+def run_item_count(*, run_id: uuid.UUID, stage: str | None = None, status: str | None = None) -> int:
+    """How many items of the run are in ``stage`` and ``status`` (None: any), from its counts."""
+    counts = RunStageCount.objects.filter(run_id=run_id, **_given(stage=stage, status=status))
+    return sum(counts.values_list("items", flat=True))

@@ -168,8 +168,7 @@ DB_POOL_TIMEOUT_SEC = env_number("DB_POOL_TIMEOUT_SEC", 30)  # a thread waits th
 DB_POOL_MAX_IDLE_SEC = env_number("DB_POOL_MAX_IDLE_SEC", 60)  # a pool closes a connection idle this long
 if DB_POOL_SIZE < 1:
     raise ImproperlyConfigured("DB_POOL_SIZE must be at least 1")
-# A web worker serves synchronous views in this many threads (pipeline_project.web.handler), as
-# many as the pool has connections, so that no request waits for one.
+# A web worker's threads for synchronous views (web.handler): the pool's size, so no request waits for a connection.
 WEB_THREADS = env_number("WEB_THREADS", DB_POOL_SIZE, int)
 if WEB_THREADS < 1:
     raise ImproperlyConfigured("WEB_THREADS must be at least 1")
@@ -217,6 +216,7 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+FORMAT_MODULE_PATH = "pipeline_project.formats"  # times to the second, the zone stated
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
@@ -319,6 +319,7 @@ DL_STATISTICS_CHECK_SEC = env_number("DL_STATISTICS_CHECK_SEC", 2)
 DL_VACUUM_CHECK_SEC = env_number("DL_VACUUM_CHECK_SEC", 10)
 DL_VACUUM_DEAD_ROWS = env_number("DL_VACUUM_DEAD_ROWS", 100_000, int)
 DL_COUNTS_FOLD_SEC = env_number("DL_COUNTS_FOLD_SEC", 10)  # the triggers' appended counts folded this often
+DL_THROUGHPUT_RETENTION_DAYS = env_number("DL_THROUGHPUT_RETENTION_DAYS", 35)  # finished jobs per minute/hour, kept
 DL_ERROR_SEARCH_HOURS = env_number("DL_ERROR_SEARCH_HOURS", 24)  # ?error= and error: read this window
 DL_RETENTION_AGE_SEC = env_number("DL_RETENTION_AGE_SEC", 7 * 24 * 3600)
 DL_RETENTION_MAX_IDENTICAL = env_number("DL_RETENTION_MAX_IDENTICAL", 100, int)

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.admin import ShowFacets
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.template.response import TemplateResponse
@@ -6,9 +7,11 @@ from django.urls import path
 
 from pipeline_project.audit.services import audited_call
 from pipeline_project.db.counts import sum_matching
-from pipeline_project.web.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
+from pipeline_project.web.admin import KEYSET_VAR, KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
 from tracking import selectors, services
-from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage, StageChange
+from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage, StageChange, Status
+
+WORST_SHARDS = 20  # the summary's shards drawn one by one: the rest are counted
 
 
 class StageHistoryInline(ReadOnlyTabularInline):
@@ -61,12 +64,23 @@ class FailedAnywhereFilter(admin.SimpleListFilter):
 
 
 class ShardFilter(admin.SimpleListFilter):
-    """The shards there are rows of, from the counts the triggers keep (not a read of every row)."""
+    """A shard typed in (a file may have thousands), or one of the few with the most failed rows,
+    from the counts the triggers keep (not a read of every row)."""
 
     title = parameter_name = "shard"
+    template = "admin/tracking/pipelinetracking/shard_filter.html"
+    LISTED = 10
 
     def lookups(self, request, model_admin):
-        return [(str(shard), str(shard)) for shard in selectors.shards()]
+        return [
+            (str(shard), f"{shard} ({failed} failed)")
+            for shard, failed in selectors.shards_most_failed(limit=self.LISTED)
+        ]
+
+    def choices(self, changelist):
+        # The form that types a shard in keeps the list's other filters and its search.
+        self.kept = [(name, value) for name, value in changelist.params.items() if name not in ("shard", KEYSET_VAR)]
+        yield from super().choices(changelist)
 
     def queryset(self, request, queryset):
         value = self.value()
@@ -79,6 +93,7 @@ class PipelineTrackingAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdm
 
     list_display = ["filename", "shard", *selectors.STATUS_COLUMNS, "created_at", "updated_at"]
     list_filter = [*selectors.STATUS_COLUMNS, FailedAnywhereFilter, ShardFilter]
+    show_facets = ShowFacets.NEVER  # a facet's count would read every row
     search_fields = ["filename"]
     search_help_text = "Filename prefix"
     list_per_page = 100
@@ -112,6 +127,7 @@ class PipelineTrackingAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdm
         if not self.has_view_permission(request):
             raise PermissionDenied
         summary = selectors.metrics_summary()
+        shards = selectors.shards_summary(worst=WORST_SHARDS)
         stages = []
         for stage in STAGES.values():
             counts = summary["by_stage"][stage.key]
@@ -121,21 +137,22 @@ class PipelineTrackingAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdm
                     "slug": stage.slug,
                     "column": stage.column,
                     "counts": counts,
+                    "shards": shards["by_stage"][stage.key],
                     "segments": [
                         {"status": status, "count": count, "percent": round(100 * count / total, 2)}
                         for status, count in counts.items()
                     ],
                 }
             )
-        widest = max((row["total"] for row in summary["by_shard"]), default=0) or 1
-        shards = [
+        widest = max((row["total"] for row in shards["worst"]), default=0) or 1
+        worst = [
             {
                 **row,
                 "done_percent": round(100 * row["done"] / widest, 2),
                 "failed_percent": round(100 * row["failed"] / widest, 2),
                 "other_percent": round(100 * (row["total"] - row["done"] - row["failed"]) / widest, 2),
             }
-            for row in summary["by_shard"]
+            for row in shards["worst"]
         ]
         context = {
             **self.admin_site.each_context(request),
@@ -143,6 +160,8 @@ class PipelineTrackingAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdm
             "title": "Pipeline summary",
             "total": summary["total"],
             "stages": stages,
+            "statuses": Status.values,
             "shards": shards,
+            "worst": worst,
         }
         return TemplateResponse(request, "admin/tracking/summary.html", context)

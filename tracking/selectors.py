@@ -43,8 +43,38 @@ def counts() -> list[tuple]:
     return TRACKING_COUNTS.read()
 
 
-def shards() -> list[int]:
-    return sorted({shard for shard, *_rest in counts()})
+# A shard's status at a stage is its worst row's there: one failed row makes the shard failed.
+WORST_FIRST = (Status.FAILED, Status.STARTED, Status.NEW, Status.DONE)
+
+
+def shards_summary(*, worst: int) -> dict:
+    """The shards (of every file: the counts are kept per shard) in a few numbers: how many there
+    are; per stage, how many are in each status (their worst row's); and the ``worst`` of them,
+    most failed rows first, then most rows not through mysql-sender; each with its rows' total,
+    done and failed. Read from the counts, whatever the shards hold."""
+    by_shard = metrics_summary()["by_shard"]
+    worst_status: dict[tuple[int, str], int] = {}
+    for shard, *statuses, _rows in counts():
+        for stage, status in zip(STAGES.values(), statuses, strict=True):
+            rank = WORST_FIRST.index(status)
+            worst_status[shard, stage.key] = min(rank, worst_status.get((shard, stage.key), rank))
+    by_stage = {stage.key: dict.fromkeys(Status.values, 0) for stage in STAGES.values()}
+    for (_shard, stage_key), rank in worst_status.items():
+        by_stage[stage_key][WORST_FIRST[rank]] += 1
+    unfinished = [shard for shard in by_shard if shard["done"] < shard["total"]]
+    unfinished.sort(key=lambda shard: (-shard["failed"], shard["done"] - shard["total"], shard["shard"]))
+    return {
+        "shards": len(by_shard),
+        "unfinished": len(unfinished),
+        "by_stage": by_stage,
+        "worst": unfinished[:worst],
+    }
+
+
+def shards_most_failed(*, limit: int) -> list[tuple[int, int]]:
+    """``(shard, failed rows)`` of the shards with failed rows (at any stage), most first, at most ``limit``."""
+    failed = [(shard["shard"], shard["failed"]) for shard in metrics_summary()["by_shard"] if shard["failed"]]
+    return sorted(failed, key=lambda pair: (-pair[1], pair[0]))[:limit]
 
 
 def metrics_summary() -> dict:

@@ -1,81 +1,27 @@
-"""Processes in the admin: browse, filter, read a process's history and tasks, repair it.
+"""Processes in the admin: browse, filter, read a process's page (``console.process_page``:
+its tasks and events a page at a time), repair it from its page or the list.
 
 Every page is read in one snapshot (``read_in_snapshot``): a process changing while its page
 is built shows as it was before or after, never half of each.
 """
 
 from django.contrib import admin, messages
+from django.contrib.admin import ShowFacets
 from django.core.exceptions import PermissionDenied
-from django.forms.models import BaseInlineFormSet
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
-from jobs.processes import selectors, services
-from jobs.processes.models import PROCESS_STATUSES, Event, Process, Task, process_audit_id
-from pipeline_project.api.errors import ApplicationError
+from jobs.processes import selectors
+from jobs.processes.console.admin_process_page import REPAIRS, ProcessPageAdminMixin, Repair
+from jobs.processes.console.process_page import precise
+from jobs.processes.models import PROCESS_STATUSES, Process
 from pipeline_project.audit.actions import may
-from pipeline_project.audit.selectors import audit_entries_for
-from pipeline_project.audit.services import audited_call
 from pipeline_project.db.counts import sum_matching
 from pipeline_project.db.snapshot import read_in_snapshot
-from pipeline_project.web.admin import KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
-from pipeline_project.web.arguments import arguments_masked_text, may_view_arguments
+from pipeline_project.web.admin import KeysetAdminMixin, ReadOnlyAdminMixin
+from pipeline_project.web.times import moment_html
 
-
-class LatestInlineFormSet(BaseInlineFormSet):
-    """A process's latest rows only (its inline's ``latest``): a process may have 10,000 events."""
-
-    def get_queryset(self):
-        if not hasattr(self, "_latest"):  # once: every form of the set reads it
-            self._latest = super().get_queryset()[: self.latest]
-        return self._latest
-
-
-class TaskInline(ReadOnlyTabularInline):
-    model = Task
-    formset = LatestInlineFormSet
-    latest = 100
-    verbose_name_plural = f"tasks (the latest {latest})"
-    fields = [
-        "task_id",
-        "task_type",
-        "status",
-        "scheduled_time",
-        "running_time",
-        "finished_time",
-        "args",
-        "response",
-        "attempts_count",
-    ]
-    ordering = ["-task_id"]
-
-    def get_fields(self, request, obj=None):
-        # A user who may not view arguments sees the args with their secrets masked instead.
-        shown = "args" if may_view_arguments(request) else "masked_args"
-        return [shown if name == "args" else name for name in self.fields]
-
-    def get_readonly_fields(self, request, obj=None):
-        return self.get_fields(request, obj)
-
-    @admin.display(description="args")
-    def masked_args(self, obj):
-        return arguments_masked_text(obj.args)
-
-    def get_formset(self, request, obj=None, **kwargs):
-        formset = super().get_formset(request, obj, **kwargs)
-        formset.latest = self.latest
-        return formset
-
-
-class EventInline(TaskInline):
-    model = Event
-    latest = 200
-    verbose_name_plural = f"events (the latest {latest}; the API's history range reads any)"
-    fields = ["event_id", "task", "timestamp", "payload", "metadata"]
-    ordering = ["-event_id"]
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("task")  # each row shows its task
+TIMERS_SHOWN = 200  # the namespaces page's timers due within the hour, soonest first
 
 
 class StatusFilter(admin.SimpleListFilter):
@@ -104,72 +50,49 @@ class NamespaceFilter(admin.SimpleListFilter):
 
 
 @admin.register(Process)
-class ProcessAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Processes change only through their processors and the repair actions below."""
+class ProcessAdmin(ProcessPageAdminMixin, KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Processes change only through their processors and the repairs (the page's buttons, the list's actions)."""
 
-    list_display = ["process_id", "namespace", "status", "previous_status", "status_changed_at", "detail", "created_at"]
+    list_display = ["process_id", "namespace", "status", "previous_status", "status_changed", "detail", "created"]
     list_filter = [StatusFilter, NamespaceFilter]
     search_fields = ["=process_id"]
     search_help_text = "Exact process id"
     list_per_page = 100
+    show_facets = ShowFacets.NEVER  # a facet's count would read every process
 
     def keyset_count(self, request, changelist) -> int | None:
         """The processes the namespace and status filters match, from the counts."""
         wanted = [request.GET.get("namespace"), request.GET.get("status__exact")]
         return sum_matching(selectors.process_counts(), wanted)
 
-    inlines = [TaskInline, EventInline]
     actions = ["repair_processes", "simple_repair_processes"]
     change_list_template = "admin/processes/process/change_list.html"
-    change_form_template = "admin/processes/process/change_form.html"
+
+    @admin.display(description="status changed")
+    def status_changed(self, obj):
+        return moment_html(obj.status_changed_at)
+
+    @admin.display(description="created")
+    def created(self, obj):
+        return moment_html(obj.created_at)
 
     def has_repair_permission(self, request):
         return may(request.user, "process.repair")
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        process = self.get_object(request, object_id)
-        entries = []
-        if process is not None:
-            audit_id = process_audit_id(namespace=process.namespace, process_id=process.process_id)
-            entries = audit_entries_for(object_type="process", object_id=audit_id)
-        return super().change_view(request, object_id, form_url, {**(extra_context or {}), "audit_entries": entries})
-
     @admin.action(permissions=["repair"], description="Repair through the processor (task type repair)")
     def repair_processes(self, request, queryset):
-        self._each(
-            request,
-            queryset,
-            "process.repair",
-            lambda p: services.process_task_prepare("repair", namespace=p.namespace, process_id=p.process_id),
-        )
+        self._each(request, queryset, REPAIRS["repair"])
 
     @admin.action(permissions=["repair"], description="Simple repair (back to running; a corrupting timer runs again)")
     def simple_repair_processes(self, request, queryset):
-        self._each(
-            request,
-            queryset,
-            "process.simple_repair",
-            lambda p: services.process_simple_repair(namespace=p.namespace, process_id=p.process_id),
-        )
+        self._each(request, queryset, REPAIRS["simple_repair"])
 
-    def _each(self, request, queryset, action: str, act) -> None:
-        refused = []
+    def _each(self, request, queryset, repair: Repair) -> None:
         selected = list(queryset)  # one read: the counts below add up
-        skipped = sum(process.status != "error" for process in selected)
-
-        def each() -> list:
-            changed = []
-            for process in [process for process in selected if process.status == "error"]:
-                try:
-                    act(process)
-                    changed.append(process_audit_id(namespace=process.namespace, process_id=process.process_id))
-                except ApplicationError as error:
-                    refused.append(f"{process}: {error.message}")
-            return changed
-
-        changed = audited_call(each, request=request, action=action, count=len, objects_of=list)
-        done = "repair scheduled" if action == "process.repair" else "set running"
-        self.message_user(request, f"{len(changed)} process(es) {done}; {skipped} not in error left alone.")
+        in_error = [process for process in selected if process.status == "error"]
+        changed, refused = self.repaired(request, in_error, repair)
+        left = len(selected) - len(in_error)
+        self.message_user(request, f"{len(changed)} process(es) {repair.done}; {left} not in error left alone.")
         for message in refused:
             self.message_user(request, message, messages.WARNING)
 
@@ -180,6 +103,7 @@ class ProcessAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
                 self.admin_site.admin_view(self.namespaces_view),
                 name="processes_process_namespaces",
             ),
+            *self.process_page_urls(),
             *super().get_urls(),
         ]
         return [URLPattern(url.pattern, read_in_snapshot(url.callback), url.default_args, url.name) for url in urls]
@@ -192,6 +116,9 @@ class ProcessAdmin(KeysetAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
             "opts": self.model._meta,
             "title": "Process namespaces",
             "namespaces": selectors.namespaces_counts(),
-            "timers": selectors.timers_due(within_sec=selectors.TIMERS_WITHIN_SEC, limit=200),
+            "timers": [
+                {**timer, "at": precise(timer["scheduled_time"])}
+                for timer in selectors.timers_due(within_sec=selectors.TIMERS_WITHIN_SEC, limit=TIMERS_SHOWN)
+            ],
         }
         return TemplateResponse(request, "admin/processes/namespaces.html", context)

@@ -15,7 +15,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from jobs.processes.inputs import check_process_id
-from jobs.processes.models import PROCESS_COUNTS, PROCESS_STATUSES, Process, Running, Schedule, Task
+from jobs.processes.models import PROCESS_COUNTS, PROCESS_STATUSES, Event, Process, Running, Schedule, Task
 from jobs.processes.namespaces import ProcessView, require
 from jobs.processes.namespaces import names as names_registered
 from jobs.processes.ranges import history_range_clean
@@ -241,7 +241,9 @@ def timers_due(*, within_sec: float, limit: int) -> list[dict[str, Any]]:
     return list(
         _timers(within_sec=within_sec)
         .order_by("scheduled_time")
-        .values("namespace", "process__process_id", "task_type", "status", "scheduled_time", "task_id")[:limit]
+        .values("namespace", "process_id", "process__process_id", "task_type", "status", "scheduled_time", "task_id")[
+            :limit
+        ]
     )
 
 
@@ -256,3 +258,44 @@ def _timers(*, within_sec: float, **filters):
 def process_ids(*, namespace: str) -> set[str]:
     """The ids of ``namespace``'s processes."""
     return set(Process.objects.filter(namespace=namespace).values_list("process_id", flat=True))
+
+
+def _newest_first(rows, *, key: str, up_to: int | None, limit: int) -> tuple[list, int | None]:
+    """The newest ``limit`` of ``rows`` by ``key``, from ``up_to`` down (None: the newest), and
+    where the next older page starts (None: nothing older): one index range, however many rows."""
+    if up_to is not None:
+        rows = rows.filter(**{f"{key}__lte": up_to})
+    page = list(rows.order_by(f"-{key}")[: limit + 1])
+    return page[:limit], getattr(page[limit], key) if len(page) > limit else None
+
+
+def process_tasks_page(*, process_pk: int, up_to: int | None, limit: int) -> tuple[list[Task], int | None]:
+    """A process's tasks, newest first from the task id ``up_to`` (``ix_dl_proc_tasks_process``)."""
+    return _newest_first(Task.objects.filter(process_id=process_pk), key="task_id", up_to=up_to, limit=limit)
+
+
+def process_events_page(*, process_pk: int, up_to: int | None, limit: int) -> tuple[list[Event], int | None]:
+    """A process's events with their task's type, newest first from the event id ``up_to``
+    (``ux_dl_proc_events_process_event``)."""
+    events = Event.objects.filter(process_id=process_pk).select_related("task").defer("task__args", "task__response")
+    return _newest_first(events, key="event_id", up_to=up_to, limit=limit)
+
+
+SCHEDULED_SHOWN = 20  # a process has a timer or two and the calls waiting behind its running task
+
+
+def process_pending(*, process_pk: int) -> dict[str, Any]:
+    """What a process runs now (its ``Running`` row, or None) and what waits in its schedule, soonest first."""
+    return {
+        "running": Running.objects.filter(process_id=process_pk).first(),
+        "scheduled": list(
+            Schedule.objects.filter(process_id=process_pk).order_by("scheduled_time", "task_id")[:SCHEDULED_SHOWN]
+        ),
+    }
+
+
+def task_type_of(*, task_id: int | None) -> str | None:
+    """The type of the task ``task_id`` (None: no such task)."""
+    if task_id is None:
+        return None
+    return Task.objects.filter(task_id=task_id).values_list("task_type", flat=True).first()

@@ -5,40 +5,30 @@ from contextlib import suppress
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import Q
 from django.template.response import TemplateResponse
-from django.urls import reverse
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 
 from jobs.queue import selectors, services
+from jobs.queue.console import admin_queues  # noqa: F401 (the queues' and workers' pages)
 from jobs.queue.console.admin_dashboard import DashboardAdminMixin
+from jobs.queue.console.admin_job_list import (
+    BODY_TEMPLATE,
+    FRAGMENT_VAR,
+    JobChangeList,
+    StateFilter,
+    cell,
+    status_cell,
+    times_cell,
+)
 from jobs.queue.console.admin_job_page import JobPageAdminMixin
-from jobs.queue.console.job_page import latest_runs
-from jobs.queue.models import Job, PeriodicTask, Queue, Worker
-from jobs.queue.states import JobStatus
+from jobs.queue.models import Job, PeriodicTask
 from pipeline_project.audit.actions import may
 from pipeline_project.audit.services import audited_call
-from pipeline_project.db.counts import sum_matching
 from pipeline_project.db.snapshot import rendered_in_snapshot
-from pipeline_project.web.admin import KeysetAdminMixin, KeysetChangeList, ReadOnlyAdminMixin
+from pipeline_project.web.admin import KeysetAdminMixin, ReadOnlyAdminMixin
 from pipeline_project.web.arguments import search_refusal
-from pipeline_project.web.times import ago, duration
-
-
-def _cell(text: str):
-    """A list cell's text, cut with an ellipsis at the column's width, all of it on hover."""
-    return format_html('<span class="cell" title="{text}">{text}</span>', text=text)
-
-
-class JobChangeList(KeysetChangeList):
-    """The page's jobs, each with its latest run from the journal (its wait and run times)."""
-
-    def get_results(self, request):
-        super().get_results(request)
-        self.result_list = list(self.result_list)
-        runs = latest_runs(self.result_list)
-        for job in self.result_list:
-            job.latest_run = runs.get(job.job_id)
+from pipeline_project.web.times import ago
 
 
 class CountedValueFilter(admin.SimpleListFilter):
@@ -75,7 +65,7 @@ class JobAdmin(JobPageAdminMixin, DashboardAdminMixin, KeysetAdminMixin, ReadOnl
 
     list_display = ["short_id", "task_name", "queue_name", "status_badge", "created", "times", "error_line"]
     list_display_links = ["short_id"]
-    list_filter = ["status", QueueFilter, TaskFilter]
+    list_filter = [StateFilter, QueueFilter, TaskFilter]
     search_fields = ["job_id", "idempotency_key", "lock_key"]
     search_help_text = (
         'Exact job id, idempotency key or lock key; args:{"source_id": 7} (JSON the args contain); '
@@ -90,15 +80,26 @@ class JobAdmin(JobPageAdminMixin, DashboardAdminMixin, KeysetAdminMixin, ReadOnl
         return JobChangeList
 
     def keyset_count(self, request, changelist) -> int | None:
-        """The jobs the queue, task and status filters match, from the counts."""
-        wanted = [request.GET.get("queue"), request.GET.get("task"), request.GET.get("status__exact")]
-        return sum_matching(selectors.job_counts(), wanted)
+        """The jobs the queue, task and state filters match, from the counts (``job_states``)."""
+        return changelist.counted()
 
     def changelist_view(self, request, extra_context=None):
+        """The list, or for its live refresh (``?fragment=1``) its body: tabs, actions and rows."""
         view = super().changelist_view
         if request.method != "GET":  # an action: it writes, and reads what it needs itself
             return view(request, extra_context)
-        return rendered_in_snapshot(lambda: view(request, extra_context))
+        fragment = FRAGMENT_VAR in request.GET
+        if fragment:  # no filter: the admin would refuse it
+            request.GET = request.GET.copy()
+            del request.GET[FRAGMENT_VAR]
+
+        def answer():
+            response = view(request, extra_context)
+            if fragment and isinstance(response, TemplateResponse):
+                response.template_name = BODY_TEMPLATE
+            return response
+
+        return rendered_in_snapshot(answer)
 
     @admin.display(description="task", ordering="task")
     def task_name(self, obj):
@@ -113,21 +114,16 @@ class JobAdmin(JobPageAdminMixin, DashboardAdminMixin, KeysetAdminMixin, ReadOnl
 
     @admin.display(description="queue", ordering="queue")
     def queue_name(self, obj):
-        return _cell(obj.queue)
+        return cell(obj.queue)
 
     @admin.display(description="job", ordering="job_id")
     def short_id(self, obj):
         # The end of the id: a UUIDv7 starts with its timestamp, the same for jobs made together.
         return format_html('<span title="{}">…{}</span>', obj.job_id, str(obj.job_id)[-8:])
 
-    @admin.display(description="status · attempt", ordering="status")
+    @admin.display(description="state · attempt", ordering="status")
     def status_badge(self, obj):
-        return format_html(
-            '<span class="status-badge s-{s}">{s}</span> <span title="attempt {n} of {m}">{n}/{m}</span>',
-            s=obj.display_status,
-            n=obj.attempt,
-            m=obj.max_attempts,
-        )
+        return status_cell(obj)
 
     @admin.display(description="created", ordering="created_at")
     def created(self, obj):
@@ -138,16 +134,14 @@ class JobAdmin(JobPageAdminMixin, DashboardAdminMixin, KeysetAdminMixin, ReadOnl
             ago(obj.created_at),
         )
 
-    @admin.display(description="waited · ran")
+    @admin.display(description="waited · ran / due")
     def times(self, obj):
-        """The latest run's (an operator's retry starts a run): the time it sat failed is neither."""
-        run = getattr(obj, "latest_run", None)
-        return _cell(f"{duration(run.waited)} · {duration(run.ran)}") if run else "–"
+        return times_cell(obj)
 
     @admin.display(description="error")
     def error_line(self, obj):
         first = (obj.error or "").split("\n", 1)[0]
-        return _cell(first) if first else ""
+        return cell(first) if first else ""
 
     def has_retry_permission(self, request):
         return may(request.user, "job.retry")
@@ -270,73 +264,6 @@ class JobAdmin(JobPageAdminMixin, DashboardAdminMixin, KeysetAdminMixin, ReadOnl
             *self.dashboard_urls(),
             *super().get_urls(),
         ]
-
-
-@admin.register(Worker)
-class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Rows belong to runworker processes: they register, heartbeat and deregister themselves.
-    A killed worker's row stays, marked dead, until the periodic task forgets it."""
-
-    list_display = ["hostname", "pid", "queue_concurrency", "running", "started_at", "last_seen", "alive"]
-    ordering = ["hostname", "pid"]
-
-    def get_queryset(self, request):
-        cutoff = selectors.live_worker_cutoff()
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(is_live=ExpressionWrapper(Q(heartbeat_at__gte=cutoff), output_field=BooleanField()))
-        )
-
-    @admin.display(description="queues")
-    def queue_concurrency(self, obj):
-        return ", ".join(f"{queue} × {concurrency}" for queue, concurrency in obj.queues.items())
-
-    @admin.display(description="running jobs", ordering="running_jobs")
-    def running(self, obj):
-        """Links to the jobs it runs now: those whose latest pick was by this worker."""
-        name = f"{obj.hostname}:{obj.pid}:{str(obj.worker_id)[:8]}"  # as jobs.runtime.build.worker_name writes it
-        jobs = Job.objects.filter(
-            status=JobStatus.RUNNING, events__kind="picked", events__payload__worker=name
-        ).distinct()
-        links = [
-            format_html(
-                '<a href="{}" title="{}">{}</a>',
-                reverse("admin:jobs_job_change", args=[job_id]),
-                job_id,
-                f"…{str(job_id)[-8:]}",
-            )
-            for job_id in jobs.values_list("job_id", flat=True)[:10]
-        ]
-        if not links:
-            return str(obj.running_jobs)  # a count the worker reported, its jobs not found (yet)
-        return format_html_join(", ", "{}", ((link,) for link in links))
-
-    @admin.display(description="last seen", ordering="heartbeat_at")
-    def last_seen(self, obj):
-        return format_html(
-            '<time title="{}">{}</time>', obj.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S %Z"), ago(obj.heartbeat_at)
-        )
-
-    @admin.display(boolean=True, description="alive", ordering="is_live")
-    def alive(self, obj):
-        return obj.is_live
-
-
-@admin.register(Queue)
-class QueueAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Queues an operator paused (or resumed) or limited; the dashboard pauses and limits any queue."""
-
-    list_display = [
-        "name",
-        "paused",
-        "max_running",
-        "rate_limit",
-        "rate_period_sec",
-        "limit_per_partition",
-        "changed_at",
-        "changed_by",
-    ]
 
 
 @admin.register(PeriodicTask)

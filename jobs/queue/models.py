@@ -5,10 +5,6 @@
 Indexes beyond the seed's three are marked "extra" and listed in the manual (systems/running-jobs.md).
 """
 
-import os
-import threading
-import time
-import uuid
 from functools import partial
 
 import pgtrigger
@@ -21,6 +17,7 @@ from django.db.models.functions import MD5, Cast
 from jobs.queue.states import FINISHED, WAITING_AVAILABLE_AT, EventKind, JobStatus, shown_status
 from jobs.queue.triggers import notify_events_sql, notify_ready_sql
 from pipeline_project.db.counts import RowCounts
+from pipeline_project.db.ids import uuid7
 from pipeline_project.db.triggers import statement_notify_triggers, statement_trigger
 
 DL_STATUS_TYPE = "dl_status"
@@ -79,25 +76,6 @@ class BigSerialField(models.BigAutoField):
 
     def db_type_suffix(self, connection):
         return None
-
-
-_uuid7_lock = threading.Lock()
-_uuid7_last = [0, 0]  # (milliseconds, the 74 random bits) of the last id this process made
-
-
-def uuid7() -> uuid.UUID:
-    """A time-ordered UUID (RFC 9562 version 7): 48-bit Unix milliseconds, then random bits.
-
-    Job ids sort by creation, so the primary key serves newest-first listings and inserts
-    land at the right edge of its index instead of on random pages. Within one process the
-    ids strictly increase (RFC 9562's monotonic random method), so a batch keeps its order.
-    """
-    candidate = (time.time_ns() // 1_000_000, int.from_bytes(os.urandom(10)) >> 6)
-    with _uuid7_lock:
-        milliseconds, random_bits = max(candidate, (_uuid7_last[0], _uuid7_last[1] + 1))
-        _uuid7_last[:] = milliseconds, random_bits
-    rand_a, rand_b = random_bits >> 62, random_bits & ((1 << 62) - 1)
-    return uuid.UUID(int=milliseconds << 80 | 0x7 << 76 | rand_a << 64 | 0x2 << 62 | rand_b)
 
 
 # Jobs per queue, task and status, kept by dl_jobs' triggers: what the dashboard, /metrics, /status
@@ -277,6 +255,28 @@ class JobCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue} {self.task} {self.status} {self.n:+d}"
+
+
+class JobThroughput(models.Model):
+    """Rows appended by dl_jobs' triggers (``jobs.queue.throughput``): summed, the jobs of each queue
+    that finished in each status and minute (past two days: hour, at its start)."""
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.TextField()
+    status = PgEnumField(enum_type=DL_STATUS_TYPE, choices=JobStatus)
+    minute = models.DateTimeField()
+    n = models.BigIntegerField()
+    folded = models.BooleanField(default=False, db_default=False)  # false: appended, the fold's to sum
+
+    class Meta:
+        db_table = "dl_job_throughput"
+        indexes = [
+            models.Index(fields=["minute"], name="ix_dl_job_throughput_minute"),  # windows, aging, retention
+            models.Index(fields=["minute"], condition=Q(folded=False), name="ix_dl_job_throughput_appended"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue} {self.status} {self.minute:%Y-%m-%d %H:%M} {self.n:+d}"
 
 
 class JobDependency(models.Model):

@@ -7,26 +7,14 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Expression, Q, QuerySet
+from django.db.models import Expression, Q, QuerySet
 from django.db.models.fields.json import KT
-from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from jobs.queue.models import JOB_COUNTS, Job, JobEvent, PeriodicTask, Queue, Worker
 from jobs.queue.services.claims import FIRST_OF_KEY, KEY_FREE
 from jobs.queue.services.leases import RUNNING_PICKED_BY, Lease
-from jobs.queue.states import (
-    FINISHED,
-    QUEUED_SQL,
-    RUNNING_SQL,
-    SUCCEEDED_SQL,
-    UNSUCCESSFUL,
-    WAITING_AVAILABLE_AT,
-    EventKind,
-    JobStatus,
-    shown_status,
-    sql_literal,
-)
+from jobs.queue.states import FINISHED, QUEUED_SQL, RUNNING_SQL, WAITING_AVAILABLE_AT, shown_status
 from pipeline_project.api.errors import NotFoundError
 from pipeline_project.db import sql
 from pipeline_project.db.snapshot import snapshot
@@ -317,72 +305,6 @@ def queue_limits(*, queues: list[str]) -> dict[str, Queue]:
     return {queue.name: queue for queue in limited}
 
 
-def throughput(*, minutes: int = 60) -> list[dict]:
-    """Jobs finished per minute over the last ``minutes``: succeeded, and failed (failed, canceled or lost)."""
-    since = timezone.now() - timedelta(minutes=minutes)
-    return list(
-        Job.objects.filter(finished_at__gte=since)
-        .annotate(minute=TruncMinute("finished_at"))
-        .values("minute")
-        .annotate(
-            succeeded=Count("job_id", filter=Q(status=JobStatus.SUCCEEDED)),
-            failed=Count("job_id", filter=Q(status__in=list(UNSUCCESSFUL))),
-        )
-        .order_by("minute")
-    )
-
-
-def queue_activity(*, minutes: int = 60) -> dict[str, dict]:
-    """Per queue, over the last ``minutes``: jobs finished per minute (succeeded, failed: failed,
-    canceled or lost), and p50/p95 seconds of wait (ready → picked) and of run (the handler)."""
-    since = {"minutes": int(minutes)}
-    activity: dict[str, dict] = {}
-
-    def queue(name: str) -> dict:
-        return activity.setdefault(name, {"per_minute": {}, "wait": None, "run": None})
-
-    finished = sql.rows(
-        f"""
-        SELECT queue, date_trunc('minute', finished_at),
-               count(*) FILTER (WHERE status = {SUCCEEDED_SQL}), count(*) FILTER (WHERE status <> {SUCCEEDED_SQL})
-        FROM dl_jobs WHERE finished_at >= now() - make_interval(mins => %(minutes)s) GROUP BY 1, 2
-        """,
-        since,
-    )
-    for name, minute, succeeded, failed in finished:
-        queue(name)["per_minute"][minute] = {"succeeded": succeeded, "failed": failed}
-    # Wait: each pick since the job was ready, that is since its queued or requeue event (or the
-    # available_at that event set, for scheduled jobs and retries).
-    waits = sql.rows(
-        f"""
-        SELECT p.queue, percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY extract(epoch FROM p.ts - ready.at))
-        FROM dl_job_events p
-        CROSS JOIN LATERAL (
-            SELECT GREATEST(e.ts, COALESCE((e.payload->>'available_at')::timestamptz, e.ts)) AS at
-            FROM dl_job_events e
-            WHERE e.job_id = p.job_id AND e.event_id < p.event_id AND e.kind IN ({sql_literal(EventKind.QUEUED)}, 'requeue')
-            ORDER BY e.event_id DESC LIMIT 1
-        ) AS ready
-        WHERE p.kind = 'picked' AND p.ts >= now() - make_interval(mins => %(minutes)s)
-        GROUP BY p.queue
-        """,
-        since,
-    )
-    for name, (p50, p95) in waits:
-        queue(name)["wait"] = {"p50": max(0.0, p50), "p95": max(0.0, p95)}
-    runs = sql.rows(
-        """
-        SELECT queue, percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY (payload->>'duration_ms')::float8 / 1000)
-        FROM dl_job_events WHERE ts >= now() - make_interval(mins => %(minutes)s) AND payload ? 'duration_ms'
-        GROUP BY queue
-        """,
-        since,
-    )
-    for name, (p50, p95) in runs:
-        queue(name)["run"] = {"p50": p50, "p95": p95}
-    return activity
-
-
 def status_section() -> tuple[str, dict]:
     """The jobs part of /status: workers (alive or dead), queues (depth, paused), periodic tasks."""
     periodic = list(
@@ -460,13 +382,14 @@ def job_journal(*, job_id, limit: int) -> tuple[list[tuple], dict[int, tuple]]:
 
 def latest_job_events(*, job_ids: list, per_job: int) -> list[tuple]:
     """Each job's newest ``per_job`` events besides heartbeats, as ``(job_id, event_id, ts, kind,
-    payload)`` by job, oldest first; the payload keeps only what a run's times need."""
+    payload)`` by job, oldest first; the payload keeps only what a run's times and numbers need."""
     rows = sql.rows(
         """
         SELECT e.job_id, e.event_id, e.ts, e.kind, e.payload FROM unnest(%(job_ids)s::uuid[]) AS j(job_id), LATERAL (
             SELECT job_id, event_id, ts, kind,
                    jsonb_strip_nulls(jsonb_build_object('attempt', payload -> 'attempt', 'run', payload -> 'run',
-                       'reason', payload -> 'reason', 'available_at', payload -> 'available_at')) AS payload
+                       'reason', payload -> 'reason', 'available_at', payload -> 'available_at',
+                       'first_attempt', payload -> 'first_attempt')) AS payload
             FROM dl_job_events WHERE job_id = j.job_id AND kind <> 'heartbeat' ORDER BY event_id DESC
             LIMIT %(per_job)s
         ) AS e

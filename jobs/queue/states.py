@@ -3,7 +3,8 @@ and the sets and SQL fragments every service, selector and trigger function buil
 
 The statuses are the seed's ``dl_status`` enum, in its order. One more state is not a status:
 *waiting*, a queued job that waits for other jobs (``available_at`` = :data:`WAITING_AVAILABLE_AT`,
-so no claim reaches it), shown as "waiting" by pages and the API (:func:`shown_status`).
+so no claim reaches it), shown as "waiting" by pages and the API (:func:`shown_status`). The
+console splits the other queued jobs by when they are due (:func:`shown_state`).
 
 queued
     In its queue, to be claimed once ``available_at`` comes (now, later, or never while it waits).
@@ -187,3 +188,20 @@ def is_waiting_sql(alias: str) -> str:
 def shown_status(status: str, available_at) -> str:
     """A job's status as pages and the API show it: WAITING for a queued job that waits for others."""
     return WAITING if status == JobStatus.QUEUED and available_at == WAITING_AVAILABLE_AT else status
+
+
+# What the console shows of a queued job: AVAILABLE (due now), SCHEDULED (due later, not tried yet),
+# AWAITING_RETRY (due later after a failed attempt: a retry's backoff) or WAITING (for other jobs).
+AVAILABLE, SCHEDULED, AWAITING_RETRY = "available", "scheduled", "retryable"
+QUEUED_STATES = (AVAILABLE, SCHEDULED, AWAITING_RETRY, WAITING)
+
+
+def shown_state(status: str, available_at, attempt: int, now) -> str:
+    """A job's status, a queued one's as one of QUEUED_STATES (due by ``now`` or later)."""
+    if status != JobStatus.QUEUED:
+        return status
+    if available_at >= WAITING_AVAILABLE_AT:
+        return WAITING
+    if available_at <= now:
+        return AVAILABLE
+    return AWAITING_RETRY if attempt > 0 else SCHEDULED

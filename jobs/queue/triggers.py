@@ -1,11 +1,13 @@
 """The PL/pgSQL of the queue tables' statement triggers (declared in ``jobs.queue.models``).
 
 ``dl_jobs_notify_ins`` / ``dl_jobs_notify_upd``: the seed's ``notify_job_ready`` rules, one NOTIFY
-per queue per statement, then (UPDATE) the dependency rules and (both) the job counts.
+per queue per statement, then (UPDATE) the dependency rules and (both) the job counts and the
+finished jobs' throughput.
 ``dl_job_events_notify``: the ids of jobs with new events, for followers of their streams.
 A change to the text these return needs a migration (``makemigrations`` finds it).
 """
 
+from jobs.queue import throughput
 from jobs.queue.dependency_rules import REACT_CALL
 from jobs.queue.states import QUEUED_SQL
 from pipeline_project.db.counts import RowCounts
@@ -31,11 +33,13 @@ def notify_ready_sql(compare_with_old: bool, *, channel: str, counts: RowCounts)
         rows = "new_values n"
     # UPDATE: then what jobs waiting for the changed ones do (``jobs.queue.dependency_rules``).
     react = REACT_CALL if compare_with_old else ""
-    # And the counts (``JOB_COUNTS``), in this trigger: a second one costs a call per statement.
+    # And the counts (``JOB_COUNTS``) and the finished jobs (``jobs.queue.throughput``), in this
+    # trigger: a second one costs a call per statement.
     append_counts = counts.append_sql(new=True, old=compare_with_old)
+    append_finished = throughput.append_sql(compare_with_old)
     return (
         f"PERFORM pg_notify('{channel}', queue) FROM (SELECT DISTINCT n.queue FROM {rows}) AS ready; "
-        f"{react}{append_counts} RETURN NULL;"
+        f"{react}{append_counts} {append_finished} RETURN NULL;"
     )
 
 

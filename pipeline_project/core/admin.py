@@ -6,6 +6,21 @@ from pipeline_project.core import services
 from pipeline_project.core.models import ApiToken
 
 
+class TokenStateFilter(admin.SimpleListFilter):
+    """Active or revoked (tokens do not expire: a token works until it is revoked)."""
+
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "Active"), ("revoked", "Revoked")]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("active", "revoked"):
+            return queryset.filter(revoked_at__isnull=self.value() == "active")
+        return queryset
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = [
@@ -18,7 +33,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         "last_used_at",
         "revoked_at",
     ]
-    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    list_filter = [TokenStateFilter]
     search_fields = ["name", "key_prefix"]
     readonly_fields = ["key_prefix", "created_at", "created_by", "last_used_at", "revoked_at"]
     fields = ["name", "scopes", *readonly_fields]

@@ -46,10 +46,10 @@ def test_an_admin_action_on_every_matching_job_records_the_filter_and_the_count(
 def test_the_job_pages_buttons_record_and_the_page_shows_the_trail(admin_client, jobs):  # noqa: F811
     job_id = jobs["failed"].job_id
     page = f"/admin/jobs/job/{job_id}/change/"
-    assert "None: no operator has acted on it." in admin_client.get(page).content.decode()
+    assert "No operator has acted on it yet." in admin_client.get(page).content.decode()
 
-    admin_client.post(f"/admin/jobs/job/{job_id}/act/retry/")
-    admin_client.post(f"/admin/jobs/job/{job_id}/act/cancel/")
+    admin_client.post(f"/admin/jobs/job/{job_id}/act/retry/", {"confirmed": "yes"})  # the page asked first
+    admin_client.post(f"/admin/jobs/job/{job_id}/act/cancel/", {"confirmed": "yes"})
 
     shown = admin_client.get(page).content.decode()
     assert [entry.action for entry in AuditEntry.objects.order_by("id")] == ["job.retry", "job.cancel"]
@@ -101,22 +101,24 @@ def test_the_pipeline_pages_record_start_cancel_and_retry_and_the_run_page_shows
     admin_client.post(f"/pipeline/runs/{run.id}/retry")
     admin_client.post(f"/pipeline/runs/{run.id}/cancel")
 
-    entries = list(AuditEntry.objects.order_by("id").values_list("via", "action", "object_ids"))
+    entries = list(AuditEntry.objects.order_by("id").values_list("via", "action", "object_type", "object_ids"))
     assert entries == [
-        ("pipeline", "run.start", [str(source.id)]),
-        ("pipeline", "run.retry_failed", [str(run.id)]),
-        ("pipeline", "run.cancel", [str(run.id)]),
+        ("pipeline", "run.start", "run", [str(run.id)]),  # the run it started, not the source's id
+        ("pipeline", "run.retry_failed", "run", [str(run.id)]),
+        ("pipeline", "run.cancel", "run", [str(run.id)]),
     ]
+    assert AuditEntry.objects.get(action="run.start").detail == {"source": "s", "source_id": source.id}
     shown = admin_client.get(f"/pipeline/runs/{run.id}/").content.decode()
-    assert 'data-action="run.cancel"' in shown and 'data-action="run.retry_failed"' in shown
+    assert all(f'data-action="{action}"' in shown for action in ("run.start", "run.retry_failed", "run.cancel"))
 
 
 def test_the_sources_admin_run_action_records(admin_client):
     source = Source.objects.create(name="s", start_url="http://127.0.0.1:9/")
     admin_client.post("/admin/ingestion/source/", {"action": "run_sources", "_selected_action": [source.id]})
 
-    entry = only_entry(action="run.start", object_ids=[str(source.id)], via="admin")
-    assert entry.detail["run"] == str(IngestionRun.objects.get(source=source).id)
+    run = IngestionRun.objects.get(source=source)
+    entry = only_entry(action="run.start", object_type="run", object_ids=[str(run.id)], via="admin")
+    assert entry.detail == {"source": "s", "source_id": source.id}
 
 
 def test_tracking_retry_records_the_rows_and_how_many_were_failed(admin_client):

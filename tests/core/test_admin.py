@@ -113,3 +113,52 @@ def test_the_index_names_processes_in_english_and_view_site_leads_to_the_pipelin
 
     assert "Processes" in page and "Processs" not in page
     assert '<a href="/pipeline/">View site</a>' in page
+
+
+def test_the_token_list_filters_by_state_active_or_revoked(admin_client):
+    services.api_token_create(name="still-working")
+    revoked, _key = services.api_token_create(name="given-back")
+    services.api_token_revoke(token_id=revoked.pk)
+
+    page = admin_client.get("/admin/core/apitoken/").content.decode()
+    shown = {
+        state: admin_client.get("/admin/core/apitoken/", {"state": state}).content.decode()
+        for state in ("active", "revoked")
+    }
+
+    assert "By state" in page and ">Active<" in page and ">Revoked<" in page
+    assert "By revoked at" not in page and "Not empty" not in page
+    assert "still-working" in shown["active"] and "given-back" not in shown["active"]
+    assert "given-back" in shown["revoked"] and "still-working" not in shown["revoked"]
+
+
+def test_a_pages_breadcrumbs_name_the_app_once_when_it_has_the_models_name(admin_client):
+    dashboard = admin_client.get("/admin/jobs/job/dashboard/").content.decode()
+    tree = admin_client.get("/admin/dbstates/state/tree/").content.decode()
+
+    crumbs = dashboard.split('<ol class="breadcrumbs">')[1].split("</ol>")[0]
+    assert crumbs.count(">Jobs<") == 1 and 'href="/admin/jobs/job/"' in crumbs and '/admin/jobs/"' not in crumbs
+    assert 'href="/admin/dbstates/">Database states<' in tree and 'href="/admin/dbstates/state/">States<' in tree
+
+
+def test_the_audit_trail_counts_its_entries_and_its_list_counts_entries_not_trails(admin_client):
+    from jobs.queue import services as job_services
+
+    job_id = job_services.job_enqueue(spec=job_services.JobSpec(queue="q", task="t", lock_key="k")).job_id
+    page = f"/admin/jobs/job/{job_id}/change/"
+    assert "No operator has acted on it yet." in admin_client.get(page).content.decode()
+    assert "0 audit entries" in admin_client.get("/admin/audit/auditentry/").content.decode()
+
+    admin_client.post(f"/admin/jobs/job/{job_id}/act/cancel/", {"confirmed": "yes"})
+
+    assert "Audit trail (1 entry)" in admin_client.get(page).content.decode()
+    listed = admin_client.get("/admin/audit/auditentry/").content.decode()
+    assert "1 audit entry" in listed and "audit trail\n" not in listed.split('class="paginator"')[1]
+
+
+def test_datetimes_read_to_the_second_with_their_zone(admin_client):
+    token, _key = services.api_token_create(name="daemon")
+
+    page = admin_client.get("/admin/core/apitoken/").content.decode()
+
+    assert f"{token.created_at:%Y-%m-%d %H:%M:%S} UTC" in page

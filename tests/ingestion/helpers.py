@@ -6,6 +6,8 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from django.db import connections
+
 from ingestion import services
 from ingestion.models import IngestionItem, IngestionRun, Source
 from jobs.queue.models import Worker
@@ -97,3 +99,41 @@ def runworker_process(*queues: str, storage: Path):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def planted_run(*, items: int, jobs: int = 0, failed_jobs: int = 0) -> IngestionRun:
+    """A completed run with ``items`` items over its three stages (every 50th failed, every
+    21st skipped at OCR with its reason) and ``jobs`` succeeded and ``failed_jobs`` failed jobs,
+    each kind inserted in one statement, the tables analyzed as a year's would be."""
+    run = new_run("at size")
+    IngestionRun.objects.filter(id=run.id).update(status="completed")
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO ingestion_items (run_id, source_id, item_key, item_label, stage, item_type, status,
+                                         error_message, ingest_reason, document_url)
+            SELECT %(run)s, %(source)s, 'item-' || i, 'Letter ' || i, kind.stage, kind.type, kind.status,
+                   CASE WHEN kind.status = 'failed' THEN 'HTTP 404' END,
+                   CASE WHEN kind.status = 'skipped' THEN 'OCR is not installed on this worker' END,
+                   'https://city.example/letters/' || i || '.pdf'
+            FROM generate_series(1, %(items)s) AS i, LATERAL (
+                SELECT (ARRAY['discovery', 'documents', 'ocr'])[1 + i %% 3] AS stage,
+                       (ARRAY['source_url', 'document', 'ocr_job'])[1 + i %% 3] AS type,
+                       CASE WHEN i %% 50 = 0 THEN 'failed' WHEN i %% 21 = 2 THEN 'skipped' ELSE 'completed' END AS status
+            ) AS kind
+            """,
+            {"run": run.id, "source": run.source_id, "items": items},
+        )
+        cursor.execute(
+            """
+            INSERT INTO dl_jobs (job_id, queue, task, args, lock_key, status, attempt, error, created_at,
+                                 available_at, started_at, finished_at)
+            SELECT gen_random_uuid(), 'default', 'ocr', jsonb_build_object('run_id', %(run)s::text), 'at-size-' || i,
+                   s::dl_status, 1, CASE WHEN s = 'failed' THEN 'HTTP 404' END, now(), now(), now(), now()
+            FROM generate_series(1, %(jobs)s + %(failed)s) AS i,
+                 LATERAL (SELECT CASE WHEN i <= %(failed)s THEN 'failed' ELSE 'succeeded' END AS s) AS st
+            """,
+            {"run": str(run.id), "jobs": jobs, "failed": failed_jobs},
+        )
+        cursor.execute("ANALYZE ingestion_items, dl_jobs")
+    return IngestionRun.objects.get(id=run.id)

@@ -1,10 +1,18 @@
-"""Sources in the admin: what an operator fills in, and how politely a source crawls."""
+"""Sources in the admin: what an operator fills in, and how politely a source crawls; the runs'
+and items' lists: each run named and linked to its page, how long it took in seconds, a run's
+100,000 items a page at a time with their count kept apart."""
+
+import re
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from ingestion import politeness
-from ingestion.models import Source
+from ingestion.models import IngestionItem, IngestionRun, Source
 from tests.conftest import ALL_DATABASES
+from tests.ingestion.bounded_reads import rows_read
+from tests.ingestion.helpers import new_run, planted_run
 
 pytestmark = ALL_DATABASES
 ADD = "/admin/ingestion/source/add/"
@@ -91,3 +99,31 @@ def test_a_sources_page_shows_how_politely_it_crawls(admin_client):
 
     listing = admin_client.get("/admin/ingestion/source/").content.decode()
     assert "obey robots.txt" in listing.lower() and "crawl delay (seconds)" in listing.lower()
+
+
+def test_the_runs_list_links_each_run_to_its_page_and_says_how_long_it_took(admin_client):
+    run = new_run("City hall")
+    IngestionRun.objects.filter(id=run.id).update(
+        status="completed", started_at=timezone.now() - timedelta(seconds=3.2), finished_at=timezone.now()
+    )
+    listing = admin_client.get("/admin/ingestion/ingestionrun/").content.decode()
+
+    assert f'<a href="/pipeline/runs/{run.id}/">Run {str(run.id)[:8]}</a>' in listing
+    assert re.search(r">3\.\d s<", listing) and "Show counts" not in listing
+
+
+def test_a_runs_100000_items_list_a_page_at_a_time_counted_from_the_runs_counts(admin_client):
+    run = planted_run(items=100_000)
+    items = "/admin/ingestion/ingestionitem/"
+
+    answer, read = rows_read(admin_client.get, f"{items}?run={run.id}&stage__exact=ocr", tables={"ingestion_items"})
+    listing = answer.content.decode()
+
+    assert max(read.values()) <= 101, read  # a page and one more, not a count of the run's items
+    assert "33333 ingestion items" in listing and "Older »" in listing
+    assert "OCR is not installed on this worker" in listing  # why a skipped item was skipped
+    assert f'<a href="/pipeline/runs/{run.id}/">Run {str(run.id)[:8]}</a>' in listing
+    skipped = admin_client.get(items, {"run": str(run.id), "status__exact": "skipped"}).content.decode()
+    assert f"{IngestionItem.objects.filter(run=run, status='skipped').count()} ingestion items" in skipped
+    searched = admin_client.get(items, {"run": str(run.id), "q": "Letter 7"}).content.decode()
+    assert "100+ ingestion items" in searched  # a search's count is not known: the page says more follow

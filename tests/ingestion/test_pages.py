@@ -1,16 +1,20 @@
 """The /pipeline pages through Django's test client: permissions, actions, fragments."""
 
+import re
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.utils import timezone
 
 from ingestion import selectors, services
 from ingestion.models import IngestionItem, IngestionRun, Source
 from jobs.queue.models import Job
 from tests.conftest import ALL_DATABASES, ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection
-from tests.ingestion.helpers import item, new_run
+from tests.ingestion.bounded_reads import rows_read
+from tests.ingestion.helpers import item, new_run, planted_run
 
 pytestmark = ALL_DATABASES
 
@@ -186,3 +190,60 @@ def test_the_refreshed_runs_list_keeps_its_filters_and_page(client):
     fragment = client.get("/pipeline/?status=failed&page=2&fragment=1").content.decode()
     assert fragment.startswith('<div id="refreshing-body" data-active="true">')
     assert "page 2 of 2" in fragment and "failure 04" in fragment and "failure 29" not in fragment
+
+
+def test_a_skipped_item_says_why_and_its_stages_card_counts_it(client):
+    staff(client, VIEW)
+    run = new_run()
+    reason = "OCR is not available: tesseract is not installed"
+    services.items_upsert(
+        items=[
+            item(
+                run,
+                item_key="o1",
+                stage="ocr",
+                item_type="ocr_job",
+                status="skipped",
+                ingest_reason=reason,
+                item_label="Letter to residents",
+            ),
+            item(run, item_key="o2", stage="ocr", item_type="ocr_job", status="completed"),
+        ]
+    )
+    page = client.get(f"/pipeline/runs/{run.id}/").content.decode()
+
+    row = page.split('id="list-ocr"')[1].split("Letter to residents")[1].split("</tr>")[0]
+    assert "skipped" in row and reason in row
+    ocr_card = page.split('id="card-ocr"')[1].split("</div>")[0]
+    assert "total <strong>2</strong>" in ocr_card and "skipped <strong>1</strong>" in ocr_card
+    assert "review_required <strong>0</strong>" in ocr_card  # the seed's statuses, zero too
+
+
+def test_a_run_page_says_how_long_it_took_in_seconds_and_names_its_run_in_the_breadcrumbs(client):
+    staff(client, VIEW)
+    run = new_run("City hall")
+    started = timezone.now() - timedelta(seconds=12.4)
+    IngestionRun.objects.filter(id=run.id).update(status="completed", started_at=started, finished_at=timezone.now())
+    page = client.get(f"/pipeline/runs/{run.id}/").content.decode()
+
+    assert re.search(r'id="run-took">Took 12\.\d s<', page), page.split('id="run-took"')[1][:60]
+    crumbs = re.sub(r"\s+", " ", page.split('class="breadcrumbs"')[1].split("</ol>")[0])
+    assert f'Pipeline runs</a></li> <li aria-current="page">Run {str(run.id)[:8]} of City hall</li>' in crumbs
+    listed = client.get("/pipeline/?status=completed").content.decode()
+    assert re.search(r"<td>12\.\d s</td>", listed) and "minutes" not in listed
+
+
+def test_a_run_of_100000_items_shows_its_first_items_and_counts_reading_no_more_than_a_page(client):
+    staff(client, VIEW)
+    run = planted_run(items=100_000, jobs=selectors.JOBS_COUNTED + 500, failed_jobs=5)
+
+    answer, read = rows_read(client.get, f"/pipeline/runs/{run.id}/", tables={"ingestion_items", "dl_jobs"})
+    page = answer.content.decode()
+
+    assert read and max(read.values()) <= selectors.JOBS_COUNTED + 1, read  # a page, or a count cut off
+    items_read = {sql: rows for sql, rows in read.items() if "ingestion_items" in sql}
+    assert max(items_read.values()) <= selectors.LIST_LIMIT + 1, items_read
+    assert f"The first {selectors.LIST_LIMIT} of 33333:" in page  # each stage's list, its count kept apart
+    assert "The first 25 of 2000:" in page  # the problems: every 50th item failed
+    summary = re.sub(r"\s+", " ", page.split('id="jobs-summary">')[1].split("<a ")[0])
+    assert summary == f"{selectors.JOBS_COUNTED + 5}+ jobs: {selectors.JOBS_COUNTED}+ succeeded, 5 failed. "

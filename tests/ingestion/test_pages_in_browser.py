@@ -1,23 +1,28 @@
 """The /pipeline pages in headless Chromium: Run a source served by a local website, watch the
-run end without reloading, see its problems, retry the failed item once the site is fixed; and
-the live refresh keeps the page's filters and page, and never throws away a choice being made."""
+run end without reloading, see its problems, retry the failed item once the site is fixed (the
+page asks first); the live refresh keeps the page's filters and page, and never throws away a
+choice being made; a run started from the page shows who started it; a run of 100,000 items is a
+page of a few thousand pixels; and no page has a serious accessibility violation in either theme."""
 
 import os
 import shutil
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 
 from ingestion import services
-from ingestion.models import Source
+from ingestion.models import IngestionRun, Source
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.helpers import chromium, logged_in_page, needs_chromium
+from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop
 from tests.ingestion import site as website
+from tests.ingestion.helpers import planted_run
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "pipeline-run.png"
 
 pytestmark = [ALL_DATABASES_COMMITTED, needs_chromium]
+BLOCKING = ("serious", "critical")
 
 
 @pytest.fixture
@@ -54,11 +59,13 @@ def test_run_watch_see_problems_retry_and_complete(live_server, site, worker, br
 
     site.files["/docs/missing.pdf"] = ("application/pdf", website.pdf("The missing report is back online now."))
     page.get_by_role("button", name="Retry failed").click()
+    assert "Retry the 1 failed item of this run?" in page.get_by_role("dialog").inner_text()
+    page.get_by_role("dialog").get_by_role("button", name="Retry failed").click()
     page.wait_for_load_state()
     page.evaluate("window.notReloaded = true")
     status.filter(has_text="completed").wait_for(timeout=60_000)
     assert page.evaluate("window.notReloaded") is True
-    assert "Broken link\tcompleted" in page.locator("#list-ocr").inner_text()
+    assert "completed" in page.locator("#list-ocr tr", has_text="Broken link").inner_text()
     if os.environ.get("UPDATE_SCREENSHOTS"):  # the manual's picture: UPDATE_SCREENSHOTS=1 make test
         page.screenshot(path=str(SCREENSHOT), full_page=True)
 
@@ -104,3 +111,47 @@ def test_the_live_refresh_keeps_the_pages_filters_and_page_and_what_the_operator
     page.get_by_role("button", name="Filter").click()
     page.wait_for_url("**/pipeline/?source=&status=completed")
     assert page.locator("table.pipeline").nth(2).locator("tbody tr").count() == 5
+
+
+def test_a_run_started_from_the_page_names_who_started_it_and_its_source(live_server, history, browser):
+    page = logged_in_page(browser, live_server.url, username="watcher", password="secret-pw", next_path="/pipeline/")
+    page.get_by_role("button", name="Run Archive").click()
+    page.wait_for_url("**/pipeline/runs/*/")
+
+    run = off_loop(lambda: IngestionRun.objects.filter(source=history).order_by("-created_at").first())
+    crumbs = page.locator(".breadcrumbs li")
+    assert crumbs.all_inner_texts() == ["Home", "Pipeline runs", f"Run {str(run.id)[:8]} of Archive"]
+    boxes = [crumb.bounding_box() for crumb in crumbs.all()]
+    gaps = [later["x"] - (earlier["x"] + earlier["width"]) for earlier, later in pairwise(boxes)]
+    assert abs(gaps[0] - gaps[1]) < 1, gaps  # "Pipeline runs › Run ...", spaced as "Home › Pipeline runs"
+    trail = page.locator('#audit-trail tr[data-action="run.start"]')
+    assert "watcher" in trail.inner_text()
+    assert "No operator has acted" not in page.locator("#audit-trail").inner_text()
+
+
+@pytest.fixture
+def big_run(db):
+    User.objects.create_superuser("operator", password="secret-pw")
+    return planted_run(items=100_000, jobs=50, failed_jobs=5)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_a_run_of_100000_items_is_a_short_page_and_no_pipeline_page_or_list_has_a_serious_violation(
+    live_server, big_run, browser, theme
+):
+    from axe_playwright_python.sync_playwright import Axe
+
+    page = logged_in_page(browser, live_server.url, username="operator", password="secret-pw", color_scheme=theme)
+    found = {}
+    admin_lists = [f"/admin/ingestion/ingestionitem/?run={big_run.id}", "/admin/ingestion/ingestionrun/"]
+    for path in (f"/pipeline/runs/{big_run.id}/", "/pipeline/", *admin_lists, "/admin/ingestion/source/"):
+        page.goto(f"{live_server.url}{path}")
+        blocking = [v for v in Axe().run(page).response["violations"] if v["impact"] in BLOCKING]
+        if blocking:
+            found[path] = [(v["id"], [n["target"] for n in v["nodes"]][:3]) for v in blocking]
+    page.goto(f"{live_server.url}/pipeline/runs/{big_run.id}/")
+    height = page.evaluate("document.documentElement.scrollHeight")
+    skipped = page.locator("#list-ocr tr", has_text="skipped").first.inner_text()
+    assert not found, found
+    assert height < 6000, height
+    assert "OCR is not installed on this worker" in skipped

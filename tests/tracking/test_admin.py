@@ -3,13 +3,17 @@ import re
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.db import connections
 
 from tests.conftest import ALL_DATABASES
+from tests.ingestion.bounded_reads import rows_read
+from tracking.admin import WORST_SHARDS, ShardFilter
 from tracking.models import PipelineTracking, StageChange
 
 pytestmark = ALL_DATABASES
 
 CHANGELIST = "/admin/tracking/pipelinetracking/"
+TRACKED = {"pipeline_tracking"}
 
 
 @pytest.fixture
@@ -43,7 +47,12 @@ def test_changelist_has_a_filter_per_stage_status_and_shard(admin_client, rows):
     for column in ["event_ingest_status", "shard_splitter_status", "shard_worker_status", "mysql_sender_status"]:
         for status in ["new", "started", "done", "failed"]:
             assert f'href="?{column}__exact={status}"' in html
-    assert 'href="?shard=0"' in html and 'href="?shard=1"' in html
+    assert 'href="?shard=0"' in html and 'href="?shard=1"' not in html  # only shards with failed rows are listed
+    assert '<input type="number" id="shard-filter-value" name="shard"' in html  # any other is typed in
+    kept = admin_client.get(CHANGELIST, {"shard": 1, "shard_worker_status__exact": "started"}).content.decode()
+    form = kept.split('id="shard-filter"')[1].split("</form>")[0]
+    assert '<input type="hidden" name="shard_worker_status__exact" value="started">' in form
+    assert 'name="shard" min="0" value="1"' in form and 'type="hidden" name="shard"' not in form
 
 
 def test_changelist_filters_and_searches(admin_client, rows):
@@ -151,3 +160,42 @@ def test_summary_page_needs_the_view_permission(client):
 
     user.user_permissions.add(Permission.objects.get(codename="view_pipelinetracking"))
     assert client.get(f"{CHANGELIST}summary/").status_code == 200
+
+
+def planted_file(shards: int) -> None:
+    """One file of ``shards`` shards in one statement: every 97th failed at shard-worker, every 5th
+    started there, the rest done; analyzed as a year's table would be."""
+    with connections["pipeline"].cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO pipeline_tracking (filename, shard, event_ingest_status, shard_splitter_status,
+                                           shard_worker_status, mysql_sender_status)
+            SELECT 'big-file.bin', s, 'done', 'done',
+                   CASE WHEN s %% 97 = 0 THEN 'failed' WHEN s %% 5 = 0 THEN 'started' ELSE 'done' END,
+                   CASE WHEN s %% 97 = 0 OR s %% 5 = 0 THEN 'new' ELSE 'done' END
+            FROM generate_series(0, %(shards)s - 1) AS s
+            """,
+            {"shards": shards},
+        )
+        cursor.execute("ANALYZE pipeline_tracking")
+
+
+def test_a_file_of_5000_shards_is_summed_up_and_its_list_filters_by_a_typed_shard_reading_a_page(admin_client):
+    planted_file(5000)
+
+    answer, read = rows_read(admin_client.get, f"{CHANGELIST}summary/", tables=TRACKED)
+    summary = answer.content.decode()
+    assert not read, read  # from the counts the triggers keep: no tracked row read
+    assert len(re.findall(r'data-shard="\d+"', summary)) == WORST_SHARDS
+    assert re.findall(r'data-shard="(\d+)"', summary)[:3] == ["0", "97", "194"]  # the failed ones first
+    by_stage = summary.split('<tr data-stage="shard-worker">')[1].split("</tr>")[0]
+    assert re.findall(r">(\d+)<", by_stage) == ["0", "989", "3959", "52"]  # shards new, started, done, failed
+    assert "5000 in all, 1041 not through mysql-sender yet" in summary
+
+    answer, read = rows_read(admin_client.get, CHANGELIST, tables=TRACKED)
+    listing = answer.content.decode()
+    assert max(read.values()) <= 101, read  # a page and one more
+    shard_filter = listing.split('data-filter-title="shard"')[1].split("</details>")[0]
+    assert shard_filter.count("<li") <= ShardFilter.LISTED + 2  # All, the note, the most failed
+    typed = admin_client.get(CHANGELIST, {"shard": 4321})
+    assert [row.shard for row in typed.context["cl"].result_list] == [4321]

@@ -47,3 +47,29 @@ def test_file_statuses_is_404_for_unknown_file():
 
     with pytest.raises(NotFoundError):
         selectors.file_statuses(filename="nope")
+
+
+def test_a_shard_is_as_bad_as_its_worst_row_and_the_worst_shards_come_first():
+    def row(filename, shard, worker, sender="new"):
+        PipelineTracking.objects.create(
+            filename=filename,
+            shard=shard,
+            event_ingest_status="done",
+            shard_splitter_status="done",
+            shard_worker_status=worker,
+            mysql_sender_status=sender,
+        )
+
+    row("a", 0, "done", "done")
+    row("b", 0, "failed")  # shard 0 of another file: shard 0 has failed at shard-worker
+    row("a", 1, "started")
+    row("a", 2, "done", "done")
+    row("a", 3, "failed")
+    row("b", 3, "failed")
+
+    summary = selectors.shards_summary(worst=2)
+
+    assert summary["shards"] == 4 and summary["unfinished"] == 3
+    assert summary["by_stage"]["shard_worker"] == {"new": 0, "started": 1, "done": 1, "failed": 2}
+    assert [shard["shard"] for shard in summary["worst"]] == [3, 0]  # two failed rows, then one
+    assert selectors.shards_most_failed(limit=5) == [(3, 2), (0, 1)]

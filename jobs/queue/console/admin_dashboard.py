@@ -1,5 +1,6 @@
 """The jobs dashboard in the admin: its page (under the jobs' admin, its permissions) and the
-pause and resume buttons and limits forms of its queues."""
+pause and resume buttons and limits forms of the queues' rows (here and on the queues page, which
+each come back to)."""
 
 from django import forms
 from django.contrib import messages
@@ -7,10 +8,12 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from jobs.queue import services
-from jobs.queue.console import dashboard
+from jobs.queue.console import charts, dashboard
+from jobs.queue.console.queues_page import Permissions
 from pipeline_project.api.errors import ApplicationError
 from pipeline_project.audit.actions import may
 from pipeline_project.audit.services import audited_call
@@ -42,13 +45,15 @@ class DashboardAdminMixin:
         return rendered_in_snapshot(lambda: self._dashboard(request))
 
     def _dashboard(self, request):
+        window = charts.window_of(request.GET.get("window"))
+        permissions = Permissions(
+            can_pause=may(request.user, "queue.pause"), can_limit=may(request.user, "queue.limits")
+        )
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "title": "Jobs dashboard",
-            **dashboard.context(
-                can_pause=may(request.user, "queue.pause"), can_limit=may(request.user, "queue.limits")
-            ),
+            **dashboard.context(window=window, permissions=permissions, back_to=f"{request.path}?window={window.name}"),
         }
         template = "admin/jobs/dashboard_body.html" if request.GET.get("fragment") else "admin/jobs/dashboard.html"
         return TemplateResponse(request, template, context)
@@ -70,7 +75,7 @@ class DashboardAdminMixin:
         else:
             done = "paused" if change == "pause" else "resumed"
             self.message_user(request, f"Queue {queue} {done}." if changed else f"Queue {queue} was already {done}.")
-        return redirect(reverse("admin:jobs_job_dashboard"))
+        return _back(request)
 
     def queue_limits_view(self, request, queue):
         if not may(request.user, "queue.limits"):
@@ -93,7 +98,15 @@ class DashboardAdminMixin:
         if problems:
             listed = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in problems.items())
             self.message_user(request, f"Invalid queue limits: {listed}", messages.ERROR)
-        return redirect(reverse("admin:jobs_job_dashboard"))
+        return _back(request)
+
+
+def _back(request):
+    """To the page the button was on (its form's ``next``), or else the dashboard."""
+    page = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(page, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return redirect(page)
+    return redirect(reverse("admin:jobs_job_dashboard"))
 
 
 class QueueLimitsForm(forms.Form):

@@ -1,7 +1,8 @@
 """What a job's admin page shows, and the job list's times, from the job's journal.
 
 A job's life is *runs* (its first, then one per operator retry), each made of *attempts*
-(numbered on across runs: a retry after attempt 5 starts attempt 6). Every attempt waited
+(numbered on across runs: a retry after attempt 5 starts attempt 6; the page counts them in
+their run: that is run 2's attempt 1). Every attempt waited
 (ready to be claimed → picked) and ran (picked → its outcome); time the job was not ready
 (a retry's backoff, sitting failed before an operator's retry) is neither. The page shows
 its header, the operator's buttons its status and the user's permissions allow, the jobs it
@@ -17,9 +18,11 @@ from typing import NamedTuple
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from jobs.queue.console.job_actions import action_questions
+from jobs.queue.console.job_waits import state_line
 from jobs.queue.models import Job
 from jobs.queue.selectors import job_dependencies, job_journal, latest_job_events
-from jobs.queue.states import RETRYABLE, EventKind, JobStatus
+from jobs.queue.states import RETRYABLE, EventKind, JobStatus, shown_state
 from pipeline_project.web.arguments import arguments_shown
 
 FOLD_LINES = 12  # a JSON value longer than this starts folded
@@ -76,6 +79,7 @@ class Line:
 @dataclass
 class Attempt:
     number: int | None  # None: what happened in a run before anything was picked (canceled while queued)
+    in_run: int | None = None  # its number in its run (from 1), or ``number`` when the run's start is not shown
     lines: list[Line] = field(default_factory=list)
     waited: timedelta | None = None
     ran: timedelta | None = None
@@ -90,12 +94,55 @@ class Run:
     running: bool = False
 
     @property
+    def first_attempt(self) -> int | None:
+        """The job's attempt number its first attempt has: 1 for the first run, the retry's for a
+        retried one (numbers go on across runs); None when its start is not in the journal shown."""
+        if self.start is None:
+            return None
+        if self.start.event.kind == EventKind.QUEUED:
+            return 1
+        first = self.start.event.payload.get("first_attempt")
+        return first if isinstance(first, int) else None
+
+    def in_run(self, number: int | None) -> int | None:
+        first = self.first_attempt
+        return number - first + 1 if isinstance(number, int) and first is not None else number
+
+    @property
     def waited(self) -> timedelta | None:
         return _total([attempt.waited for attempt in self.attempts] + [self.waiting])
 
     @property
     def ran(self) -> timedelta | None:
         return _total([attempt.ran for attempt in self.attempts])
+
+
+@dataclass(frozen=True)
+class RunAttempts:
+    """A job's attempts as its current run counts them: an operator's retry after attempt 1 of 5
+    runs the job's attempts 2 to 6 (``services.jobs_retry`` numbers them on), shown as run 2's 1 to 5."""
+
+    attempt: int  # the run's latest (0: none yet)
+    of: int
+    run: int | None
+
+    def __str__(self) -> str:
+        return self._with_run(f"attempt {self.attempt} of {self.of}")
+
+    @property
+    def short(self) -> str:
+        return self._with_run(f"{self.attempt}/{self.of}")
+
+    def _with_run(self, text: str) -> str:
+        return f"{text} · run {self.run}" if self.run and self.run > 1 else text
+
+
+def run_attempts(job: Job, run: Run | None) -> RunAttempts:
+    """``job``'s attempts in ``run``, its latest (the job's own numbers when the run's start is not shown)."""
+    first = run.first_attempt if run else None
+    if first is None:
+        return RunAttempts(job.attempt, job.max_attempts, run.number if run else None)
+    return RunAttempts(max(job.attempt - first + 1, 0), max(job.max_attempts - first + 1, 0), run.number)
 
 
 def _total(parts) -> timedelta | None:
@@ -174,7 +221,8 @@ class _Reader:
         self.run, self.attempt, self.ready, self.picked = run, None, None, None
 
     def _attempt(self, number) -> None:
-        self.attempt = Attempt(number=number if isinstance(number, int) else None)
+        number = number if isinstance(number, int) else None
+        self.attempt = Attempt(number=number, in_run=self.run.in_run(number))
         self.run.attempts.append(self.attempt)
 
     def _pick(self, event: JournalRow) -> None:
@@ -234,17 +282,34 @@ def job_page(job: Job, *, can_retry: bool, can_cancel: bool, can_remove: bool, r
     permissions as the admin decides them for the actions; the args' secret values show only if
     the ``request``'s user may view them (``pipeline_project.web.arguments``; masked without a
     request). Read in the caller's snapshot."""
+    now = timezone.now()
     events, truncated = _journal(job.job_id)
-    runs = runs_of(events, status=job.status, now=timezone.now())
+    runs = runs_of(events, status=job.status, now=now)
     done = [event for event in events if event.kind == "done"]
     current = runs[-1] if runs else Run(number=None)
+    dependencies = job_dependencies(job_id=job.job_id)
+    attempts = run_attempts(job, current)
+    offered = {
+        "retry": job.status in RETRYABLE and can_retry,
+        "cancel": not job.is_finished and can_cancel,
+        "delete": job.status != JobStatus.RUNNING and can_remove,
+    }
+    state = shown_state(job.status, job.available_at, job.attempt, now)
     return {
         "job": job,
         "live": not job.is_finished,
         "run": current,
-        "can_retry": job.status in RETRYABLE and can_retry,
-        "can_cancel": not job.is_finished and can_cancel,
-        "can_delete": job.status != JobStatus.RUNNING and can_remove,
+        "attempts": attempts,
+        "state": state_line(job, state=state, attempts=attempts, upstream=dependencies["upstream"]),
+        "can_retry": offered["retry"],
+        "can_cancel": offered["cancel"],
+        "can_delete": offered["delete"],
+        "questions": action_questions(
+            job,
+            actions=[action for action, shown in offered.items() if shown],
+            dependencies=dependencies,
+            attempts=attempts,
+        ),
         "data": [
             ("args", shown(arguments_shown(job.args, request=request))),
             ("progress", shown(job.progress)),
@@ -253,7 +318,7 @@ def job_page(job: Job, *, can_retry: bool, can_cancel: bool, can_remove: bool, r
         "errors": _errors(runs),
         "runs": runs,  # oldest first: the template shows them (and their attempts) reversed
         "truncated": truncated,
-        "dependencies": job_dependencies(job_id=job.job_id),
+        "dependencies": dependencies,
     }
 
 
@@ -262,7 +327,7 @@ def _errors(runs: list[Run]) -> list[dict]:
     return [
         {
             "run": run.number,
-            "attempt": attempt.number,
+            "attempt": attempt.in_run,
             "ts": line.event.ts,
             "kind": line.event.kind,
             "error": line.event.payload["error"],

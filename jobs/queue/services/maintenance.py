@@ -9,6 +9,7 @@ from datetime import datetime
 
 from django.db import transaction
 
+from jobs.queue import throughput
 from jobs.queue.models import JOB_COUNTS
 from jobs.queue.services.leases import RUNNING_PICKED_BY
 from jobs.queue.states import LOST_SQL, QUEUED_SQL, RUNNING_SQL, EventKind, sql_literal
@@ -313,6 +314,16 @@ def jobs_statistics_refresh(
 def job_counts_fold() -> dict:
     """Fold the rows dl_jobs' triggers appended to dl_job_counts into one per queue, task and status."""
     return JOB_COUNTS.compact()
+
+
+def job_throughput_fold() -> dict:
+    """Fold the rows dl_jobs' triggers appended to dl_job_throughput into one per queue, status and minute."""
+    return throughput.fold()
+
+
+def job_throughput_age(*, retention_days: float) -> dict:
+    """Fold dl_job_throughput's minutes older than two days into hours; drop its rows older than ``retention_days``."""
+    return throughput.age(retention_days=retention_days)
 
 
 def jobs_vacuum(*, min_dead_rows: int) -> int:

@@ -86,6 +86,22 @@ _RUN_FIELD = (
 )
 
 
+# For each job of ``target``: the run its last operator retry started and that run's first attempt
+# (run 1 from attempt 1 when it was never retried), what a retry continues from; and the
+# max_attempts a retry gives it: its attempts so far and one more run of the size its runs have.
+_LAST_RUN = f"""
+    previous AS MATERIALIZED (
+        SELECT t.job_id, {_RUN_FIELD.format(field="run")} AS run,
+               {_RUN_FIELD.format(field="first_attempt")} AS first_attempt
+        FROM target t LEFT JOIN LATERAL (
+            SELECT e.payload FROM dl_job_events e
+            WHERE e.job_id = t.job_id AND e.kind = 'requeue' AND e.payload ->> 'reason' = 'retry_requested'
+            ORDER BY e.event_id DESC LIMIT 1
+        ) AS last_retry ON true
+    )"""
+_RETRIED_MAX_ATTEMPTS = f"LEAST(j.attempt::bigint + GREATEST(j.max_attempts - p.first_attempt + 1, 0), {_INT_MAX})"
+
+
 def jobs_retry(*, selection: Selection, by: str, dry_run: bool = False) -> Counts:
     """Put failed, canceled and lost jobs back in their queue for a new run.
 
@@ -93,25 +109,18 @@ def jobs_retry(*, selection: Selection, by: str, dry_run: bool = False) -> Count
     attempt's events, error and wait stay its own; the run gets the attempts the job's runs
     have (``max_attempts`` rises by them). The journal row says which run it starts and its
     first attempt, so the next retry knows the runs' size whatever happened in between.
+    (``job_retry_preview`` says what it would do to one job.)
     """
     if dry_run:
         return _preview(selection, changed=f"status IN {RETRYABLE_SQL}")
     matched, changed = sql.rows(
         f"""
         WITH target AS MATERIALIZED (SELECT job_id FROM dl_jobs WHERE job_id IN ({selection.sql})),
-        previous AS MATERIALIZED (
-            SELECT t.job_id, {_RUN_FIELD.format(field="run")} AS run,
-                   {_RUN_FIELD.format(field="first_attempt")} AS first_attempt
-            FROM target t LEFT JOIN LATERAL (
-                SELECT e.payload FROM dl_job_events e
-                WHERE e.job_id = t.job_id AND e.kind = 'requeue' AND e.payload ->> 'reason' = 'retry_requested'
-                ORDER BY e.event_id DESC LIMIT 1
-            ) AS last_retry ON true
-        ),
+        {_LAST_RUN},
         retried AS (
             UPDATE dl_jobs j
             SET status = {QUEUED_SQL}, available_at = now(), cancel_requested = false,
-                max_attempts = LEAST(j.attempt::bigint + GREATEST(j.max_attempts - p.first_attempt + 1, 0), {_INT_MAX}),
+                max_attempts = {_RETRIED_MAX_ATTEMPTS},
                 started_at = NULL, finished_at = NULL, heartbeat_at = NULL, lease_expires_at = NULL, error = NULL
             FROM previous p
             WHERE j.job_id = p.job_id AND j.status IN {RETRYABLE_SQL}
@@ -129,6 +138,36 @@ def jobs_retry(*, selection: Selection, by: str, dry_run: bool = False) -> Count
         {**selection.params, "by": by},
     )[0]
     return Counts(matched=matched, changed=changed, skipped=matched - changed)
+
+
+@dataclass(frozen=True)
+class RetryPreview:
+    """What ``jobs_retry`` would do to one job: the run it starts, that run's first attempt (attempt
+    numbers go on across runs), and its max_attempts before and after."""
+
+    run: int
+    first_attempt: int
+    max_attempts_before: int
+    max_attempts: int
+
+    @property
+    def attempts(self) -> int:
+        """The new run's attempts."""
+        return self.max_attempts - self.first_attempt + 1
+
+
+def job_retry_preview(*, job_id: uuid.UUID) -> RetryPreview | None:
+    """What retrying the job would do (None: there is no such job), by the retry's own reading."""
+    rows = sql.rows(
+        f"""
+        WITH target AS MATERIALIZED (SELECT job_id FROM dl_jobs WHERE job_id = %(job_id)s),
+        {_LAST_RUN}
+        SELECT p.run + 1, j.attempt + 1, j.max_attempts, {_RETRIED_MAX_ATTEMPTS}
+        FROM dl_jobs j JOIN previous p ON p.job_id = j.job_id
+        """,
+        {"job_id": job_id},
+    )
+    return RetryPreview(*rows[0]) if rows else None
 
 
 def jobs_cancel(*, selection: Selection, by: str, dry_run: bool = False) -> Counts:

@@ -1,5 +1,5 @@
 """The job queue's periodic tasks: expired leases, silent workers, retention, the planner's
-statistics of dl_jobs, its dead row versions (``jobs.runtime.registry``)."""
+statistics of dl_jobs, its dead row versions, the kept counts and throughput (``jobs.runtime.registry``)."""
 
 import logging
 from functools import partial
@@ -42,10 +42,17 @@ def queue_tasks(config) -> list[PeriodicWork]:
         PeriodicWork("jobs.statistics", settings.DL_STATISTICS_CHECK_SEC, refresh_statistics),
         PeriodicWork("jobs.vacuum", settings.DL_VACUUM_CHECK_SEC, vacuum),
         PeriodicWork("jobs.counts", settings.DL_COUNTS_FOLD_SEC, services.job_counts_fold),
+        PeriodicWork("jobs.throughput", settings.DL_COUNTS_FOLD_SEC, services.job_throughput_fold),
+        PeriodicWork(
+            "jobs.throughput_age",
+            THROUGHPUT_AGE_SEC,
+            partial(services.job_throughput_age, retention_days=settings.DL_THROUGHPUT_RETENTION_DAYS),
+        ),
     ]
 
 
 DEAD_WORKER_CHECK_SEC = 2.0
+THROUGHPUT_AGE_SEC = 600.0  # its read covers the retention's hours: not at every fold
 SERVER_UP_SEC = 30.0  # after a restart, live workers are still connecting
 
 

@@ -144,3 +144,42 @@ def outcome(read: Callable[[], object]) -> object:
         return read()
     except Exception as exc:  # noqa: BLE001 - judged by the test
         return exc
+
+
+def planted_process(*, events: int, tasks: int, status: str = "error") -> Process:
+    """A process of test.scripted with ``tasks`` finished timeout tasks 10 s apart and ``events``
+    events (of its last task), each inserted in one statement, the tables analyzed as a year's
+    would be."""
+    now = timezone.now()
+    process = Process.objects.create(
+        namespace="test.scripted",
+        process_id=new_id(),
+        status=status,
+        previous_status="running" if status == "error" else None,
+        detail="boom" if status == "error" else None,
+        status_changed_at=now,
+        created_at=now,
+        last_event_id=events,
+    )
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO dl_proc_tasks (process_pk, task_type, status, scheduled_time, running_time, finished_time,
+                                       args, response, last_retry_interval, attempts_count)
+            SELECT %(process)s, 'timeout', 'finished', t, t + interval '12 ms', t + interval '40 ms',
+                   jsonb_build_object('n', i), '"ok"', 0, 1
+            FROM generate_series(1, %(tasks)s) AS i, LATERAL (SELECT now() - (%(tasks)s - i) * interval '10 s' AS t) AS at
+            """,
+            {"process": process.id, "tasks": tasks},
+        )
+        cursor.execute(
+            """
+            INSERT INTO dl_proc_events (process_pk, task_id, event_id, timestamp, payload)
+            SELECT %(process)s, (SELECT max(task_id) FROM dl_proc_tasks WHERE process_pk = %(process)s), e,
+                   now() - (%(events)s - e) * interval '1 s', jsonb_build_object('n', e, 'stage', 'packed')
+            FROM generate_series(1, %(events)s) AS e
+            """,
+            {"process": process.id, "events": events},
+        )
+        cursor.execute("ANALYZE dl_proc_tasks, dl_proc_events")
+    return process

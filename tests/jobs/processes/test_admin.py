@@ -7,15 +7,15 @@ from contextlib import suppress
 
 from django.db import connection
 from django.test import Client
-from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from jobs.processes import services
-from jobs.processes.models import Event, Process, Task
+from jobs.processes.console.process_page import EVENTS_SHOWN, TASKS_SHOWN
+from jobs.processes.models import Process, Task
 from pipeline_project.web.arguments import MASK
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.helpers import staff_client
-from tests.jobs.processes.helpers import CYCLES, readers_racing, serving
+from tests.ingestion.bounded_reads import rows_read
+from tests.jobs.processes.helpers import CYCLES, planted_process, readers_racing, serving
 
 pytestmark = ALL_DATABASES_COMMITTED
 CHANGELIST = "/admin/processes/process/"
@@ -97,7 +97,7 @@ def test_every_admin_page_reads_the_processes_in_one_repeatable_read_transaction
         assert statements and all(block is transactions[0] for block in statements), page
 
 
-def test_a_process_page_during_removal_is_shown_or_redirected_never_an_error(admin_user):
+def test_a_process_page_during_removal_is_shown_or_not_found_never_an_error(admin_user):
     current = [None]
 
     def read():
@@ -115,25 +115,42 @@ def test_a_process_page_during_removal_is_shown_or_redirected_never_an_error(adm
     with serving():
         answers = readers_racing(write, read)
 
-    assert set(answers) == {200, 302}, [answer for answer in answers if answer not in (200, 302)][:3]
+    # A process removed is a 404 (its page's live refresh says it is gone), never an error.
+    assert set(answers) == {200, 404}, [answer for answer in answers if answer not in (200, 404)][:3]
 
 
-def test_a_process_page_with_a_long_history_shows_its_latest_rows_in_a_few_reads(admin_client):
-    with serving():
-        one = started()
-    task = Task.objects.filter(process=one).first()
-    newest = Event.objects.filter(process=one).order_by("-event_id").values_list("event_id", flat=True).first()
-    Event.objects.bulk_create(
-        Event(process=one, task=task, event_id=(newest or 0) + n, timestamp=timezone.now(), payload=f"event-{n}")
-        for n in range(1, 501)
-    )
+def test_a_process_with_10000_events_shows_a_page_of_them_and_reads_no_more_whatever_it_holds(admin_client):
+    process = planted_process(events=10_000, tasks=3_000)
+    page = f"{CHANGELIST}{process.pk}/change/"
 
-    with CaptureQueriesContext(connection) as reads:
-        page = admin_client.get(f"{CHANGELIST}{one.pk}/change/")
+    answer, read = rows_read(admin_client.get, page, tables={"dl_proc_events", "dl_proc_tasks"})
+    newest = answer.text
 
-    assert page.status_code == 200
-    assert {int(n) for n in re.findall(r"event-(\d+)", page.text)} == set(range(301, 501))  # the latest 200
-    assert len(reads) < 20  # not a read per row shown
+    assert shown_ids("event", newest) == list(range(10_000, 10_000 - EVENTS_SHOWN, -1))
+    assert len(re.findall(r'id="task-\d+"', newest)) == TASKS_SHOWN
+    assert "the process's last event is 10000" in newest
+    assert read and max(read.values()) <= EVENTS_SHOWN + 1, read  # a page and one more, of 10,000
+    older = admin_client.get(page, {"events_to": 10_000 - EVENTS_SHOWN}).text
+    assert shown_ids("event", older) == list(range(10_000 - EVENTS_SHOWN, 10_000 - 2 * EVENTS_SHOWN, -1))
+    oldest = admin_client.get(page, {"events_to": 3}).text
+    assert shown_ids("event", oldest) == [3, 2, 1] and "Older »" not in oldest.split('id="process-events"')[1]
+
+
+def shown_ids(kind: str, page: str) -> list[int]:
+    return [int(n) for n in re.findall(rf'data-{kind}="(\d+)"', page)]
+
+
+def test_a_process_page_pages_its_tasks_by_id_and_links_each_event_to_its_task(admin_client):
+    process = planted_process(events=3, tasks=50)
+    page = f"{CHANGELIST}{process.pk}/change/"
+    first = admin_client.get(page).text
+    task_ids = [int(n) for n in re.findall(r'id="task-(\d+)"', first)]
+    assert len(task_ids) == TASKS_SHOWN and task_ids == sorted(task_ids, reverse=True)
+
+    older = admin_client.get(page, {"tasks_to": task_ids[-1] - 1}).text
+    assert int(re.search(r'id="task-(\d+)"', older).group(1)) == task_ids[-1] - 1
+    [link] = set(re.findall(r'href="(\?tasks_to=\d+#task-\d+)"', first))  # the events' one task
+    assert link == f"?tasks_to={task_ids[0]}#task-{task_ids[0]}"
 
 
 def test_a_process_page_masks_secret_task_args_unless_the_user_may_view_arguments(admin_client):

@@ -1,6 +1,5 @@
-"""The statement-level NOTIFY triggers (seed semantics, one notification per queue per statement), and job ids."""
+"""The statement-level NOTIFY triggers (seed semantics, one notification per queue per statement)."""
 
-import time
 import uuid
 from datetime import timedelta
 
@@ -8,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from jobs.queue import services
-from jobs.queue.models import NOTIFY_CHANNEL, Job, uuid7
+from jobs.queue.models import NOTIFY_CHANNEL, Job
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import listening
 
@@ -65,14 +64,3 @@ def test_requeue_notifies(listener):
     Job.objects.filter(job_id=enqueued.job_id).update(status="queued")
 
     assert listener() == ["q"]
-
-
-def test_uuid7_is_time_ordered_and_well_formed():
-    first = uuid7()
-    time.sleep(0.002)
-    later = [uuid7() for _ in range(1000)]  # many within one millisecond
-
-    assert all(value.version == 7 and value.variant == uuid.RFC_4122 for value in [first, *later])
-    assert later == sorted(later) and len(set(later)) == 1000  # strictly increasing
-    assert all(value > first for value in later)
-    assert abs(int(later[0].hex[:12], 16) - time.time() * 1000) < 5000  # the prefix is the time in ms

@@ -84,18 +84,6 @@ def test_status_endpoint_shows_workers_and_queues(api):
     assert "queues" in body["jobs"]
 
 
-def test_throughput_per_minute():
-    now = timezone.now()
-    done, failed, lost = (enqueue(task="t") for _ in range(3))
-    Job.objects.filter(job_id=done.job_id).update(status="succeeded", finished_at=now)
-    Job.objects.filter(job_id=failed.job_id).update(status="failed", finished_at=now)
-    Job.objects.filter(job_id=lost.job_id).update(status="lost", finished_at=now - timedelta(hours=2))
-
-    rows = selectors.throughput(minutes=60)
-
-    assert len(rows) == 1 and (rows[0]["succeeded"], rows[0]["failed"]) == (1, 1)
-
-
 def test_jobs_with_args_are_those_holding_each_value_as_text_in_the_given_statuses():
     first = enqueue(task="t", args={"run_id": "r1", "source_id": 7})
     second = enqueue(task="t", args={"run_id": "r1", "source_id": 8})

@@ -22,6 +22,8 @@ HOUSEKEEPING = {
     "jobs.statistics",
     "jobs.vacuum",
     "jobs.counts",
+    "jobs.throughput",
+    "jobs.throughput_age",
     "processes.zombies",
     "ingestion.settle",
     "sqlrs.jobs_reconcile",

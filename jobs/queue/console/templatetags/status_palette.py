@@ -19,6 +19,9 @@ LIGHT_TEXT, DARK_TEXT = "#ffffff", "#111111"
 # theme: light colours under near-black text (and bars that stand out on a dark page).
 PALETTE = {
     "queued": {"light": ("#52606d", LIGHT_TEXT), "dark": ("#aab4c0", DARK_TEXT)},
+    # Queued, due later: scheduled (not tried yet), retryable (after a failed attempt).
+    "scheduled": {"light": ("#0f766e", LIGHT_TEXT), "dark": ("#5eead4", DARK_TEXT)},
+    "retryable": {"light": ("#be185d", LIGHT_TEXT), "dark": ("#f9a8d4", DARK_TEXT)},
     "running": {"light": ("#1d4ed8", LIGHT_TEXT), "dark": ("#7cb2ff", DARK_TEXT)},
     "succeeded": {"light": ("#15803d", LIGHT_TEXT), "dark": ("#4cc38a", DARK_TEXT)},
     "failed": {"light": ("#b91c1c", LIGHT_TEXT), "dark": ("#ff8a8a", DARK_TEXT)},
@@ -32,6 +35,7 @@ PALETTE = {
 # Other names for the same colours: the tracking stages', and badges that mean "attention".
 ALIASES = {
     "new": "queued",
+    "available": "queued",  # queued, due now
     "started": "running",
     "done": "succeeded",
     "cancel-requested": "attention",

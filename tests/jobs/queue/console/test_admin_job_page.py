@@ -1,4 +1,4 @@
-"""The job page, the list and the dashboard as answers: JSON shown as it is, times per run from
+"""The job page and the list as answers: JSON shown as it is, times per run from
 the journal, one snapshot per answer, a 404 for a job that is gone, the buttons' weight."""
 
 import re
@@ -17,7 +17,6 @@ from tests.helpers import staff_client
 pytestmark = ALL_DATABASES_COMMITTED
 
 CHANGELIST = "/admin/jobs/job/"
-DASHBOARD = "/admin/jobs/job/dashboard/"
 
 
 def make_job(**fields) -> Job:
@@ -98,27 +97,6 @@ def test_the_job_page_is_one_snapshot_even_when_the_job_is_deleted_while_it_is_r
     assert admin_client.get(page_of(job)).status_code == 404
 
 
-def test_the_dashboard_is_one_snapshot(admin_client, monkeypatch):
-    make_job(queue="early")
-    from jobs.queue.console import dashboard
-
-    read_queues = dashboard.selectors.queues
-
-    def queues_after_an_enqueue():
-        with raw_connection(autocommit=True) as writer:  # between the activity's reads and the depths'
-            writer.execute(
-                "INSERT INTO dl_jobs (job_id, queue, task, lock_key) VALUES (gen_random_uuid(), 'late', 't', 'l')"
-            )
-        return read_queues()
-
-    monkeypatch.setattr(dashboard.selectors, "queues", queues_after_an_enqueue)
-    html = admin_client.get(DASHBOARD).content.decode()
-    monkeypatch.setattr(dashboard.selectors, "queues", read_queues)
-
-    assert 'data-queue="early"' in html and 'data-queue="late"' not in html
-    assert 'data-queue="late"' in admin_client.get(DASHBOARD).content.decode()
-
-
 def test_the_list_shows_the_latest_runs_wait_and_run_not_the_time_it_sat_failed(admin_client, monkeypatch):
     job = make_job()
     s = timedelta(seconds=1)
@@ -131,15 +109,15 @@ def test_the_list_shows_the_latest_runs_wait_and_run_not_the_time_it_sat_failed(
     ]:
         JobEvent.objects.create(job=job, queue=job.queue, kind=kind, payload=payload, ts=job.created_at + offset)
     Job.objects.filter(job_id=job.job_id).update(status="succeeded", attempt=2)
-    from jobs.queue import admin as jobs_admin
+    from jobs.queue.console import admin_job_list
 
-    read_runs = jobs_admin.latest_runs
+    read_runs = admin_job_list.latest_runs
 
     def runs_after_a_delete(jobs):
         delete_from_another_connection(job.job_id)  # between the list's rows and their journals
         return read_runs(jobs)
 
-    monkeypatch.setattr(jobs_admin, "latest_runs", runs_after_a_delete)
+    monkeypatch.setattr(admin_job_list, "latest_runs", runs_after_a_delete)
     html = admin_client.get(CHANGELIST).content.decode()
 
     times = re.search(r'<td class="field-times">(.*?)</td>', html).group(1)

@@ -7,7 +7,15 @@ import pytest
 
 from jobs.queue import services
 from jobs.queue.console import job_page as page_module
-from jobs.queue.console.job_page import FOLD_LINES, JournalRow, job_page, latest_runs, runs_of, shown
+from jobs.queue.console.job_page import (
+    FOLD_LINES,
+    JournalRow,
+    job_page,
+    latest_runs,
+    run_attempts,
+    runs_of,
+    shown,
+)
 from jobs.queue.console.templatetags.job_times import duration
 from jobs.queue.models import Job, JobEvent
 from tests.conftest import ALL_DATABASES
@@ -204,3 +212,24 @@ def test_the_list_reads_each_jobs_latest_run():
     )
     assert runs[fresh.job_id].number == 1 and runs[fresh.job_id].waiting is not None
     assert latest_runs([]) == {}
+
+
+def test_attempts_are_counted_in_their_run_as_the_page_shows_them():
+    events = journal(
+        (0, "queued", {}),
+        (2, "picked", {"attempt": 1}),
+        (3, "failed", {"attempt": 1, "error": "fatal"}),  # a fatal error at attempt 1 of 5
+        (60, "requeue", {"reason": "retry_requested", "run": 2, "first_attempt": 2, "max_attempts": 6}),
+        (61, "picked", {"attempt": 2}),
+    )
+    first, second = runs_of(events, status="running", now=at(70))
+    job = Job(attempt=2, max_attempts=6)
+
+    assert (first.first_attempt, second.first_attempt) == (1, 2)
+    assert [(a.number, a.in_run) for a in second.attempts] == [(2, 1)]
+    assert (
+        str(run_attempts(job, second)) == "attempt 1 of 5 · run 2" and run_attempts(job, second).short == "1/5 · run 2"
+    )
+    assert str(run_attempts(Job(attempt=1, max_attempts=5), first)) == "attempt 1 of 5"
+    [mid_run] = runs_of(events[4:], status="running", now=at(70))  # its start not in the journal shown
+    assert str(run_attempts(job, mid_run)) == "attempt 2 of 6"

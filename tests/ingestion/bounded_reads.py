@@ -1,0 +1,53 @@
+"""How many rows a page reads of its big tables: each SELECT it sends, run again under EXPLAIN
+ANALYZE, with the most rows any of its scans of those tables returned. A page bounded at any size
+reads a page of rows (and counts kept apart), whatever the table holds; one that counts or
+lists everything reads it all. Shared by the at-size tests of the run, process and tracking pages."""
+
+from collections.abc import Callable
+
+from django.db import connections
+
+ALIASES = ("default", "pipeline")
+
+
+def statements_of(call: Callable[..., object], *args) -> tuple[object, list[tuple[str, str, object]]]:
+    """``call(*args)``'s answer and every statement either database ran meanwhile: ``(alias, sql, params)``."""
+    sent: list[tuple[str, str, object]] = []
+    wrappers = []
+    for alias in ALIASES:
+
+        def wrapper(execute, sql, params, many, context, alias=alias):
+            sent.append((alias, sql, params))
+            return execute(sql, params, many, context)
+
+        wrappers.append(connections[alias].execute_wrapper(wrapper))
+    for wrapper in wrappers:
+        wrapper.__enter__()
+    try:
+        answer = call(*args)
+    finally:
+        for wrapper in reversed(wrappers):
+            wrapper.__exit__(None, None, None)
+    return answer, sent
+
+
+def _rows_scanned(plan: dict, tables: set[str]) -> int:
+    """The most rows one scan of ``tables`` in the plan returned (over all its loops)."""
+    here = plan.get("Actual Rows", 0) * plan.get("Actual Loops", 1) if plan.get("Relation Name") in tables else 0
+    return max([here, *(_rows_scanned(child, tables) for child in plan.get("Plans", []))])
+
+
+def rows_read(call: Callable[..., object], *args, tables: set[str]) -> tuple[object, dict[str, int]]:
+    """``call(*args)``'s answer (a test client's ``get`` and a path, say), and for each SELECT it
+    sent that scans one of ``tables``: the most rows a scan of them returned (by its text, shortened)."""
+    answer, sent = statements_of(call, *args)
+    read: dict[str, int] = {}
+    for alias, sql, params in sent:
+        if not sql.lstrip().upper().startswith(("SELECT", "WITH")):
+            continue
+        with connections[alias].cursor() as cursor:
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
+            [plan] = cursor.fetchone()[0]
+        if rows := _rows_scanned(plan["Plan"], tables):
+            read[sql[:400]] = max(rows, read.get(sql[:400], 0))
+    return answer, read
