@@ -19,7 +19,7 @@ from ingestion.models import (
     RunStageCount,
 )
 from ingestion.stats import STATS_SHAPE
-from jobs.queue.selectors import jobs_with_args
+from jobs.queue.selectors import job_counts_with_args, jobs_with_args
 from jobs.queue.states import LIVE, JobStatus
 from pipeline_project.api.errors import NotFoundError
 
@@ -129,10 +129,7 @@ def run_jobs_summary(*, run: IngestionRun, limit: int = LIST_LIMIT) -> dict:
     """A run's jobs by status, each counted up to JOBS_COUNTED (an index range of the run's jobs
     of that status, cut off: a run of 100,000 items has as many jobs), and those that did not
     succeed (their first ``limit``). ``shown``: each count as the page says it ("1000+")."""
-    jobs = run_jobs(run=run).order_by()
-    by_status = {
-        status: counted for status in JobStatus if (counted := jobs.filter(status=status)[: JOBS_COUNTED + 1].count())
-    }
+    by_status = job_counts_with_args(values={"run_id": str(run.id)}, at_most=JOBS_COUNTED)
     unsucceeded = jobs_with_args(values={"run_id": str(run.id)}, statuses=set(JobStatus) - {JobStatus.SUCCEEDED})
     more = any(counted > JOBS_COUNTED for counted in by_status.values())
     total = sum(min(counted, JOBS_COUNTED) for counted in by_status.values())

@@ -21,6 +21,20 @@ def test_next_available_at_is_the_soonest_future_job_of_the_given_queues():
     assert selectors.next_available_at(queues=["nothing"]) is None
 
 
+def test_job_counts_with_args_count_each_status_up_to_one_past_the_cut():
+    for number in range(5):
+        enqueue(task="t", args={"run_id": "r1", "n": number})
+    running = enqueue(task="t", args={"run_id": "r1"})
+    Job.objects.filter(job_id=running.job_id).update(status="running")
+    enqueue(task="t", args={"run_id": "r2"})
+    enqueue(task="t", args={"source_id": "r1"})
+
+    assert selectors.job_counts_with_args(values={"run_id": "r1"}, at_most=3) == {"queued": 4, "running": 1}
+    assert selectors.job_counts_with_args(values={"run_id": "r1"}, at_most=10) == {"queued": 5, "running": 1}
+    assert selectors.job_counts_with_args(values={"run_id": "r1", "n": "2"}, at_most=10) == {"queued": 1}
+    assert selectors.job_counts_with_args(values={"run_id": "r3"}, at_most=10) == {}
+
+
 def test_next_available_at_counts_a_job_that_came_due_since_the_last_claim_began():
     """A job that came due between a worker's claim (which found it not yet available) and this
     read: without the claim's time, no timer and no NOTIFY, and it waited for the safety sweep."""
