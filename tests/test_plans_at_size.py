@@ -12,9 +12,11 @@ import psycopg
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connections
+from django.db.models import Q
 from django.test import Client
 
 from ingestion.models import IngestionRun, Source
+from jobs.queue.models import Job, JobStatus
 from pipeline_project.db.connections import connection_params
 from tests.conftest import ALL_DATABASES
 from tests.helpers import every_scope_token
@@ -38,6 +40,13 @@ SEEDED = ("dl_", "ingestion_", "pipeline_tracking", "audit_")
 # common; below this share of the table it reads 50 rows or more per row it keeps (at 10M
 # rows, a filter on one run or an absent value would read them all).
 RARE = 0.02
+# Partial indexes of running jobs only hold the fleet's busy slots (the reaper returns expired
+# leases) whatever the table's size: walking one, whole or filtered, reads that few.
+RUNNING_ONLY = {
+    index.name
+    for index in (*Job._meta.indexes, *Job._meta.constraints)
+    if getattr(index, "condition", None) == Q(status=JobStatus.RUNNING)
+}
 
 SEED_CONTROL = f"""
 INSERT INTO dl_jobs (job_id, queue, task, args, lock_key, status, attempt, error, created_at, available_at,
@@ -247,7 +256,7 @@ def full_reads(alias: str, sql: str, params) -> list[str]:
 
     def walk(node: dict, limited: bool) -> None:
         table = node.get("Relation Name")
-        if table in BIG_TABLES:
+        if table in BIG_TABLES and node.get("Index Name") not in RUNNING_ONLY:
             if node["Node Type"] == "Seq Scan":
                 found.append(f"Seq Scan on {table}: {sql[:300]}")
             elif node["Node Type"] in ("Index Scan", "Index Only Scan") and "Index Cond" not in node:
