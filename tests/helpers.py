@@ -1,5 +1,6 @@
 """Small helpers shared by tests that watch other threads or processes, or drive a browser."""
 
+import os
 import pwd
 import shutil
 import socket
@@ -126,6 +127,13 @@ def logged_in_page(browser, base_url: str, *, username: str, password: str, next
     page.fill("#id_password", password)
     page.click("input[type=submit]")
     return page
+
+
+def screenshot_for_the_manual(page, name: str, *, full_page: bool = False) -> None:
+    """``page`` as docs/``name``, the manual's picture, when UPDATE_SCREENSHOTS is set
+    (``UPDATE_SCREENSHOTS=1 make test`` retakes them all)."""
+    if os.environ.get("UPDATE_SCREENSHOTS"):
+        page.screenshot(path=str(Path(__file__).resolve().parents[1] / "docs" / name), full_page=full_page)
 
 
 class QuickPBKDF2PasswordHasher(PBKDF2PasswordHasher):

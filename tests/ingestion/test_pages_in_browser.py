@@ -4,10 +4,8 @@ page asks first); the live refresh keeps the page's filters and page, and never 
 choice being made; a run started from the page shows who started it; a run of 100,000 items is a
 page of a few thousand pixels; and no page has a serious accessibility violation in either theme."""
 
-import os
 import shutil
 from itertools import pairwise
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -15,11 +13,9 @@ from django.contrib.auth.models import User
 from ingestion import services
 from ingestion.models import IngestionRun, Source
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop
+from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop, screenshot_for_the_manual
 from tests.ingestion import site as website
 from tests.ingestion.helpers import planted_run
-
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "pipeline-run.png"
 
 pytestmark = [ALL_DATABASES_COMMITTED, needs_chromium]
 BLOCKING = ("serious", "critical")
@@ -66,8 +62,7 @@ def test_run_watch_see_problems_retry_and_complete(live_server, site, worker, br
     status.filter(has_text="completed").wait_for(timeout=60_000)
     assert page.evaluate("window.notReloaded") is True
     assert "completed" in page.locator("#list-ocr tr", has_text="Broken link").inner_text()
-    if os.environ.get("UPDATE_SCREENSHOTS"):  # the manual's picture: UPDATE_SCREENSHOTS=1 make test
-        page.screenshot(path=str(SCREENSHOT), full_page=True)
+    screenshot_for_the_manual(page, "pipeline-run.png", full_page=True)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ long names real projects have: nothing scrolls sideways and the error stays read
 
 import os
 import time
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -17,11 +16,9 @@ from jobs.queue import services
 from jobs.queue.models import Job
 from jobs.runtime.config import WorkerConfig
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop, wait_for
+from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop, screenshot_for_the_manual, wait_for
 from tests.jobs.conftest import enqueue, job
 from tests.jobs.helpers import FAST, worker_in_thread
-
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "job-page.png"
 
 pytestmark = [ALL_DATABASES_COMMITTED, needs_chromium]
 
@@ -97,8 +94,7 @@ def test_retry_a_failed_job_and_see_a_second_run_with_its_own_attempt_and_wait(l
         assert 0 <= waited < 1.0 and ran >= 0 and run["waited"] == waited  # picked at once, NOTIFY woke the worker
     assert "attempt 1 · run 1" in page.locator("#job-errors").inner_text()
     assert "(this run)" in page.locator("#job-waited").inner_text()
-    if os.environ.get("UPDATE_SCREENSHOTS"):  # docs/job-page.png, linked from the manual
-        page.screenshot(path=str(SCREENSHOT), full_page=True)
+    screenshot_for_the_manual(page, "job-page.png", full_page=True)
 
 
 def test_cancel_a_running_job_from_its_page(live_server, page):
@@ -226,8 +222,8 @@ def test_the_list_fits_with_filters_and_long_names_short_queue_names_whole_the_e
         assert_sidebar_open(page)
     assert page.locator("#changelist-filter").is_visible()
     assert "monthly_revenue_rollup_for_regions" in page.locator("#changelist-filter").inner_text()
-    if os.environ.get("UPDATE_SCREENSHOTS") and width == 1440:
-        page.screenshot(path=str(SCREENSHOT.with_name("job-list.png")))
+    if width == 1440:
+        screenshot_for_the_manual(page, "job-list.png")
     page_width, viewport = page.evaluate(SIDEWAYS)
     assert page_width <= viewport, (page_width, viewport)  # the page does not scroll sideways
     results = "document.querySelector('#changelist .results')"
@@ -252,9 +248,9 @@ def test_the_list_fits_with_filters_and_long_names_short_queue_names_whole_the_e
     assert error.get_attribute("title") == error.inner_text() == ERROR.split("\n")[0]  # the first line, all on hover
     assert error.evaluate("e => e.clientWidth") >= error_at_least - 10  # some of it, the rest on hover
     assert "still broken" in page.locator("#result_list").inner_text()
-    if os.environ.get("UPDATE_SCREENSHOTS") and width == 1440:
+    if width == 1440 and os.environ.get("UPDATE_SCREENSHOTS"):
         page.goto(f"{live_server.url}/admin/jobs/job/dashboard/")
-        page.screenshot(path=str(SCREENSHOT.with_name("jobs-dashboard.png")), full_page=True)
+        screenshot_for_the_manual(page, "jobs-dashboard.png", full_page=True)
 
 
 def test_a_job_page_and_the_dashboard_with_long_names_do_not_scroll_sideways(live_server, page):

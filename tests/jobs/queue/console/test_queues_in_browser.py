@@ -14,7 +14,7 @@ from jobs.queue.console.charts import round_scale
 from jobs.queue.models import Queue
 from jobs.queue.states import FINISHED
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop
+from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop, screenshot_for_the_manual
 from tests.jobs.queue.console.conftest import queued, ran
 
 pytestmark = [ALL_DATABASES_COMMITTED, needs_chromium]
@@ -122,6 +122,7 @@ def test_a_queue_no_worker_serves_warns_and_pause_asks_first(live_server, page):
     assert warning.inner_text() == "No worker serves this queue: 1 job waits."
     assert page.locator('section[data-queue="etl"] .queue-warning').count() == 0
     assert "1 live worker · 4 slots" in page.locator('section[data-queue="etl"]').inner_text()
+    screenshot_for_the_manual(page, "queues.png", full_page=True)
 
     page.get_by_role("button", name="Pause etl").click()
     dialog = page.get_by_role("dialog", name="Please confirm")
@@ -148,3 +149,4 @@ def test_the_workers_page_shows_what_each_worker_runs(live_server, page, world):
     assert job.get_by_role("link", name="t").get_attribute("href") == f"/admin/jobs/job/{world['running']}/change/"
     assert "on etl, started" in job.inner_text() and job.locator("time.moment").count() == 1
     assert "alive" in row.inner_text() and "etl × 4" in row.inner_text()
+    screenshot_for_the_manual(page, "workers.png")
