@@ -129,6 +129,38 @@ def logged_in_page(browser, base_url: str, *, username: str, password: str, next
     return page
 
 
+@contextmanager
+def capturing(aliases=("default", "pipeline")):
+    """Every statement the databases run inside the block, appended to the list it gives:
+    ``(alias, sql, params)``."""
+    from django.db import connections
+
+    statements, wrappers = [], []
+
+    def wrapper_for(alias):
+        def wrapper(execute, sql, params, many, context):
+            statements.append((alias, sql, params))
+            return execute(sql, params, many, context)
+
+        return wrapper
+
+    try:
+        for alias in aliases:
+            wrappers.append(connections[alias].execute_wrapper(wrapper_for(alias)))
+            wrappers[-1].__enter__()
+        yield statements
+    finally:
+        for installed in reversed(wrappers):
+            installed.__exit__(None, None, None)
+
+
+def operator_page(browser, base_url: str, path: str, **context):
+    """``path`` in a new page, logged in as the browser tests' superuser operator (secret-pw)."""
+    page = logged_in_page(browser, base_url, username="operator", password="secret-pw", **context)
+    page.goto(f"{base_url}{path}")
+    return page
+
+
 def screenshot_for_the_manual(page, name: str, *, full_page: bool = False) -> None:
     """``page`` as docs/``name``, the manual's picture, when UPDATE_SCREENSHOTS is set
     (``UPDATE_SCREENSHOTS=1 make test`` retakes them all)."""

@@ -19,7 +19,7 @@ from ingestion.models import IngestionRun, Source
 from jobs.queue.models import Job, JobStatus
 from pipeline_project.db.connections import connection_params
 from tests.conftest import ALL_DATABASES
-from tests.helpers import every_scope_token
+from tests.helpers import capturing, every_scope_token
 from tests.jobs.processes import processors  # noqa: F401 (registers the namespace of the API's process)
 
 pytestmark = [ALL_DATABASES, pytest.mark.slow]
@@ -203,39 +203,22 @@ def test_no_page_or_api_reads_a_big_table_whole(seeded):
     browser, daemon = Client(), Client(headers={"Authorization": f"Bearer {key}"})
     browser.force_login(user)
 
-    scans = {}
     apis = [path.format(**seeded) for path in APIS]
-    for client, paths in ((browser, pages()), (daemon, apis)):
-        for path in paths:
-            statements = []
-            with capturing(statements):
-                status = client.get(path).status_code
-            assert status == 200, (path, status)
-            found = [problem for alias, sql, params in statements for problem in full_reads(alias, sql, params)]
-            if found:
-                scans[path] = found
+    scans = {**big_table_reads(browser, pages()), **big_table_reads(daemon, apis)}
     assert not scans, json.dumps(scans, indent=1)
 
 
-class capturing:
-    """Every statement both databases run inside the block: ``(alias, sql, params)``."""
-
-    def __init__(self, into: list):
-        self.into, self.wrappers = into, []
-
-    def __enter__(self):
-        for alias in ("default", "pipeline"):
-
-            def wrapper(execute, sql, params, many, context, alias=alias):
-                self.into.append((alias, sql, params))
-                return execute(sql, params, many, context)
-
-            self.wrappers.append(connections[alias].execute_wrapper(wrapper))
-            self.wrappers[-1].__enter__()
-
-    def __exit__(self, *exc):
-        for wrapper in reversed(self.wrappers):
-            wrapper.__exit__(*exc)
+def big_table_reads(client, paths) -> dict[str, list[str]]:
+    """Each of ``paths`` (answered 200) with what its statements read of a big table whole, if anything."""
+    scans = {}
+    for path in paths:
+        with capturing() as statements:
+            status = client.get(path).status_code
+        assert status == 200, (path, status)
+        found = [problem for alias, sql, params in statements for problem in full_reads(alias, sql, params)]
+        if found:
+            scans[path] = found
+    return scans
 
 
 def table_rows(alias: str, table: str) -> float:

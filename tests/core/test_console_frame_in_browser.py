@@ -23,7 +23,7 @@ from pipeline_project.audit.models import AuditEntry
 from pipeline_project.core import services as core_services
 from pipeline_project.web.times import copyable_html, countdown_html
 from tests.conftest import ALL_DATABASES_COMMITTED
-from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop
+from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop, operator_page
 from tracking.models import PipelineTracking
 
 pytestmark = [ALL_DATABASES_COMMITTED, needs_chromium]
@@ -143,14 +143,8 @@ def browser(rows):
         yield running
 
 
-def operator_page(browser, live_server, path: str, **context):
-    page = logged_in_page(browser, live_server.url, username="operator", password="secret-pw", **context)
-    page.goto(f"{live_server.url}{path}")
-    return page
-
-
 def test_the_key_column_stays_in_sight_while_its_table_scrolls_in_its_own_box(live_server, browser):
-    page = operator_page(browser, live_server, "/admin/dbstates/state/")
+    page = operator_page(browser, live_server.url, "/admin/dbstates/state/")
     page.evaluate("document.querySelector('#result_list').closest('.table-scroll').style.width = '500px'")
 
     scrolled = page.evaluate("""() => {
@@ -169,7 +163,7 @@ def test_the_key_column_stays_in_sight_while_its_table_scrolls_in_its_own_box(li
 
 def test_moments_and_countdowns_show_the_zone_and_tick(live_server, browser, rows):
     off_loop(lambda: AuditEntry.objects.update(at=timezone.now() - timedelta(seconds=52)))
-    page = operator_page(browser, live_server, f"/admin/jobs/job/{rows['job_id']}/change/")
+    page = operator_page(browser, live_server.url, f"/admin/jobs/job/{rows['job_id']}/change/")
     moment = page.locator("#audit-trail time.moment")
     assert re.fullmatch(r"5\d s ago", moment.inner_text())
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", moment.get_attribute("title"))
@@ -190,7 +184,7 @@ def test_moments_and_countdowns_show_the_zone_and_tick(live_server, browser, row
 
 def test_a_copy_button_copies_the_whole_text_with_or_without_the_clipboard_api(live_server, browser):
     full = "0192f3a4-5b6c-7d8e-9f00-112233445566"
-    page = operator_page(browser, live_server, "/admin/", permissions=["clipboard-read", "clipboard-write"])
+    page = operator_page(browser, live_server.url, "/admin/", permissions=["clipboard-read", "clipboard-write"])
     page.evaluate(
         "html => document.getElementById('content').insertAdjacentHTML('afterbegin', html)",
         str(copyable_html(full, "…445566")),
@@ -209,7 +203,7 @@ def test_a_copy_button_copies_the_whole_text_with_or_without_the_clipboard_api(l
 
 
 def test_the_list_of_keys_opens_with_a_question_mark_and_closes_with_escape(live_server, browser):
-    page = operator_page(browser, live_server, "/admin/dbstates/state/")
+    page = operator_page(browser, live_server.url, "/admin/dbstates/state/")
     page.keyboard.press("?")
     overlay = page.get_by_role("dialog", name="Keyboard shortcuts")
     overlay.wait_for()
@@ -234,7 +228,7 @@ def test_the_list_of_keys_opens_with_a_question_mark_and_closes_with_escape(live
 
 
 def test_g_j_leads_to_the_jobs_but_not_while_typing_and_slash_finds_the_search(live_server, browser):
-    page = operator_page(browser, live_server, "/admin/dbstates/state/")
+    page = operator_page(browser, live_server.url, "/admin/dbstates/state/")
     page.keyboard.press("/")
     assert page.evaluate("document.activeElement.id") == "searchbar"
     page.keyboard.type("g j")
@@ -247,7 +241,7 @@ def test_g_j_leads_to_the_jobs_but_not_while_typing_and_slash_finds_the_search(l
 
 
 def test_j_k_x_and_o_move_select_and_open_a_lists_rows(live_server, browser, rows):
-    page = operator_page(browser, live_server, "/admin/core/apitoken/")
+    page = operator_page(browser, live_server.url, "/admin/core/apitoken/")
     page.keyboard.press("j")
     assert page.locator("#result_list tr.keyboard-current").count() == 1
     page.keyboard.press("x")
@@ -309,7 +303,7 @@ CONFIRMED_FORM = """([action, question]) => {
 def test_a_data_confirm_form_asks_first_and_posts_only_when_confirmed(live_server, browser, rows):
     job_id = rows["job_id"]
     question = "Cancel this job? It will not run: 1 job changes."
-    page = operator_page(browser, live_server, f"/admin/jobs/job/{job_id}/change/")
+    page = operator_page(browser, live_server.url, f"/admin/jobs/job/{job_id}/change/")
     page.evaluate(CONFIRMED_FORM, [f"/admin/jobs/job/{job_id}/act/cancel/", question])
     posted = []
     page.on("request", lambda request: posted.append(request.url) if request.method == "POST" else None)
@@ -336,7 +330,7 @@ def test_a_data_confirm_form_asks_first_and_posts_only_when_confirmed(live_serve
 
 def test_without_javascript_a_data_confirm_form_still_posts(live_server, browser, rows):
     job_id = rows["job_id"]
-    page = operator_page(browser, live_server, f"/admin/jobs/job/{job_id}/act/cancel/", java_script_enabled=False)
+    page = operator_page(browser, live_server.url, f"/admin/jobs/job/{job_id}/act/cancel/", java_script_enabled=False)
     page.locator("#content form[method=post] [type=submit]").first.click()  # the server's own confirmation page
     page.wait_for_load_state()
     assert off_loop(lambda: Job.objects.get(job_id=job_id).status) == JobStatus.CANCELED

@@ -7,27 +7,13 @@ from collections.abc import Callable
 
 from django.db import connections
 
-ALIASES = ("default", "pipeline")
+from tests.helpers import capturing
 
 
 def statements_of(call: Callable[..., object], *args) -> tuple[object, list[tuple[str, str, object]]]:
     """``call(*args)``'s answer and every statement either database ran meanwhile: ``(alias, sql, params)``."""
-    sent: list[tuple[str, str, object]] = []
-    wrappers = []
-    for alias in ALIASES:
-
-        def wrapper(execute, sql, params, many, context, alias=alias):
-            sent.append((alias, sql, params))
-            return execute(sql, params, many, context)
-
-        wrappers.append(connections[alias].execute_wrapper(wrapper))
-    for wrapper in wrappers:
-        wrapper.__enter__()
-    try:
+    with capturing() as sent:
         answer = call(*args)
-    finally:
-        for wrapper in reversed(wrappers):
-            wrapper.__exit__(None, None, None)
     return answer, sent
 
 

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from jobs.queue.console.job_states import STATES
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.core.test_accessibility_in_browser import BLOCKING, MEASURE_CONTRAST
-from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop, wait_for
+from tests.helpers import chromium, needs_chromium, off_loop, operator_page, wait_for
 from tests.jobs.queue.console.test_job_states import MADE, make
 
 pytestmark = [ALL_DATABASES_COMMITTED, needs_chromium]
@@ -33,12 +33,6 @@ def browser(every_state):
         yield browser
 
 
-def list_page(browser, live_server, path="/admin/jobs/job/", **context):
-    page = logged_in_page(browser, live_server.url, username="operator", password="secret-pw", **context)
-    page.goto(f"{live_server.url}{path}")
-    return page
-
-
 def tab_counts(page) -> dict[str, str]:
     return {
         tab.get_attribute("data-state"): tab.locator(".tab-count").inner_text()
@@ -51,7 +45,7 @@ def row_ids(page) -> list[str]:
 
 
 def test_the_tabs_count_every_state_filter_the_list_and_answer_their_keys(live_server, browser, every_state):
-    page = list_page(browser, live_server, "/admin/jobs/job/?queue=q1")
+    page = operator_page(browser, live_server.url, "/admin/jobs/job/?queue=q1")
 
     # The waiting jobs' upstream jobs run: one more running job each.
     expected = {**{state: str(n) for state, n in MADE.items()}, "running": str(MADE["running"] + MADE["waiting"])}
@@ -59,7 +53,7 @@ def test_the_tabs_count_every_state_filter_the_list_and_answer_their_keys(live_s
     assert page.locator(".state-tabs a.active").get_attribute("data-state") == "all"
 
     page.locator('.state-tabs a[data-state="scheduled"]').click()
-    assert page.url.endswith("?queue=q1&state=scheduled")
+    page.wait_for_url(re.compile(r"\?queue=q1&state=scheduled$"))  # loaded, not only begun
     assert sorted(row_ids(page)) == sorted(str(job_id) for job_id in every_state["scheduled"])
     countdown = page.locator("#result_list td.field-times time.countdown").first
     first = countdown.inner_text()
@@ -78,7 +72,7 @@ def test_the_tabs_count_every_state_filter_the_list_and_answer_their_keys(live_s
 
 
 def test_the_list_picks_up_a_new_job_live_but_not_while_a_row_is_checked(live_server, browser, every_state):
-    page = list_page(browser, live_server, "/admin/jobs/job/?state=available")
+    page = operator_page(browser, live_server.url, "/admin/jobs/job/?state=available")
     before = row_ids(page)
     fresh = str(off_loop(make, "available", queue="q1"))
 
@@ -98,7 +92,7 @@ def test_the_list_picks_up_a_new_job_live_but_not_while_a_row_is_checked(live_se
 
 
 def test_rows_are_walked_with_j_and_k_and_opened_with_o(live_server, browser, every_state):
-    page = list_page(browser, live_server, "/admin/jobs/job/?state=succeeded")
+    page = operator_page(browser, live_server.url, "/admin/jobs/job/?state=succeeded")
     ids = row_ids(page)
 
     for key in ("j", "j", "j", "k"):
@@ -116,7 +110,7 @@ def test_the_list_and_its_tabs_have_no_serious_violation_and_their_badges_reach_
     from axe_playwright_python.sync_playwright import Axe
 
     found, measured = {}, {}
-    page = list_page(browser, live_server, color_scheme=theme)
+    page = operator_page(browser, live_server.url, "/admin/jobs/job/", color_scheme=theme)
     for path in ("/admin/jobs/job/", "/admin/jobs/job/?state=retryable", "/admin/jobs/job/?queue=q1&state=waiting"):
         page.goto(f"{live_server.url}{path}")
         blocking = [v["id"] for v in Axe().run(page).response["violations"] if v["impact"] in BLOCKING]

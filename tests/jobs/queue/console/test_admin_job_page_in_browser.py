@@ -12,7 +12,7 @@ from jobs.queue import services
 from jobs.queue.models import Job
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.core.test_accessibility_in_browser import BLOCKING, MEASURE_CONTRAST
-from tests.helpers import chromium, logged_in_page, needs_chromium, off_loop
+from tests.helpers import chromium, needs_chromium, off_loop, operator_page
 from tests.jobs.queue.console.test_job_states import make
 
 pytestmark = [ALL_DATABASES_COMMITTED, needs_chromium]
@@ -34,12 +34,6 @@ def browser(jobs):
         yield browser
 
 
-def open_page(browser, live_server, path: str, **context):
-    page = logged_in_page(browser, live_server.url, username="operator", password="secret-pw", **context)
-    page.goto(f"{live_server.url}{path}")
-    return page
-
-
 def page_of(job_id) -> str:
     return f"/admin/jobs/job/{job_id}/change/"
 
@@ -49,7 +43,7 @@ def status_of(job_id) -> str:
 
 
 def test_a_due_later_job_counts_down_and_a_waiting_one_links_what_it_waits_for(live_server, browser, jobs):
-    page = open_page(browser, live_server, page_of(jobs["scheduled"]))
+    page = operator_page(browser, live_server.url, page_of(jobs["scheduled"]))
 
     detail = page.locator("#job-state-detail")
     assert page.locator("#job-status").inner_text() == "scheduled"
@@ -76,7 +70,7 @@ def test_a_due_later_job_counts_down_and_a_waiting_one_links_what_it_waits_for(l
 
 def test_r_asks_first_cancel_changes_nothing_and_confirm_retries(live_server, browser, jobs):
     failed = jobs["failed"]
-    page = open_page(browser, live_server, page_of(failed))
+    page = operator_page(browser, live_server.url, page_of(failed))
     posts = []
     page.on("request", lambda request: posts.append(request.url) if request.method == "POST" else None)
 
@@ -102,7 +96,7 @@ def test_r_asks_first_cancel_changes_nothing_and_confirm_retries(live_server, br
 
 
 def test_d_deletes_after_asking_and_leads_back_to_the_list_as_it_was_filtered(live_server, browser, jobs):
-    page = open_page(browser, live_server, "/admin/jobs/job/?state=failed")
+    page = operator_page(browser, live_server.url, "/admin/jobs/job/?state=failed")
     page.locator("#result_list th.field-short_id a").first.click()
 
     page.keyboard.press("d")
@@ -116,7 +110,7 @@ def test_d_deletes_after_asking_and_leads_back_to_the_list_as_it_was_filtered(li
 
 
 def test_c_asks_before_canceling_a_queued_job(live_server, browser, jobs):
-    page = open_page(browser, live_server, page_of(jobs["available"]))
+    page = operator_page(browser, live_server.url, page_of(jobs["available"]))
 
     page.keyboard.press("c")
     dialog = page.locator("#console-confirm")
@@ -132,7 +126,7 @@ def test_the_new_states_pages_have_no_serious_violation_and_reach_aa(live_server
     from axe_playwright_python.sync_playwright import Axe
 
     found, weak = {}, {}
-    page = open_page(browser, live_server, "/admin/", color_scheme=theme)
+    page = operator_page(browser, live_server.url, "/admin/", color_scheme=theme)
     paths = [page_of(jobs[state]) for state in ("available", "scheduled", "retryable", "waiting")]
     paths += [f"/admin/jobs/job/{jobs['failed']}/act/retry/", f"/admin/jobs/job/{jobs['available']}/act/cancel/"]
     for path in paths:

@@ -14,7 +14,7 @@ from django.test import Client
 from jobs.queue.console.job_states import COUNTED_AT_MOST, QUEUED_RANGES, STATES
 from jobs.queue.states import WAITING_AVAILABLE_AT
 from tests.conftest import ALL_DATABASES
-from tests.test_plans_at_size import capturing, full_reads, seeded  # noqa: F401 (the fixture)
+from tests.test_plans_at_size import big_table_reads, full_reads, seeded  # noqa: F401 (the fixture)
 
 pytestmark = [ALL_DATABASES, pytest.mark.slow]
 
@@ -67,15 +67,7 @@ def paths() -> list[str]:
 
 
 def test_no_tab_list_count_or_queued_job_page_reads_a_big_table_whole(browser):
-    scans = {}
-    for path in paths():
-        statements = []
-        with capturing(statements):
-            status = browser.get(path).status_code
-        assert status == 200, (path, status)
-        found = [problem for alias, sql, params in statements for problem in full_reads(alias, sql, params)]
-        if found:
-            scans[path] = found
+    scans = big_table_reads(browser, paths())
     assert not scans, json.dumps(scans, indent=1)
     # The tabs' counts of queued jobs (seeded once: these share the seed).
     for task in (None, "task.7"):

@@ -13,7 +13,8 @@ from django.test import Client
 from jobs.queue import activity, throughput
 from jobs.queue.console import charts
 from tests.conftest import ALL_DATABASES
-from tests.test_plans_at_size import capturing, full_reads, seeded  # noqa: F401 (the seed, a fixture)
+from tests.helpers import capturing
+from tests.test_plans_at_size import big_table_reads, full_reads, seeded  # noqa: F401 (the seed, a fixture)
 
 pytestmark = [ALL_DATABASES, pytest.mark.slow]
 
@@ -54,8 +55,7 @@ def plan_nodes(sql: str, params: dict) -> list[dict]:
 
 def window_read(name: str) -> tuple[str, dict]:
     buckets = charts.Buckets.now(charts.WINDOWS[name])
-    captured = []
-    with capturing(captured):
+    with capturing() as captured:
         buckets.finished()
     [(_alias, sql, params)] = captured
     return sql, params
@@ -110,12 +110,5 @@ def test_the_pages_in_every_window_read_no_big_table_whole(throughput_rows, admi
         for name in charts.WINDOWS
     ]
 
-    scans = {}
-    for path in [*paths, "/admin/jobs/worker/"]:
-        statements = []
-        with capturing(statements):
-            assert browser.get(path).status_code == 200, path
-        found = [problem for alias, sql, params in statements for problem in full_reads(alias, sql, params)]
-        if found:
-            scans[path] = found
+    scans = big_table_reads(browser, [*paths, "/admin/jobs/worker/"])
     assert not scans, scans
