@@ -1,10 +1,14 @@
+import re
+
 from django.contrib import admin
 from django.contrib.admin import ShowFacets
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.template.response import TemplateResponse
 from django.urls import path
 
+from pipeline_project.api.fields import INT32_MAX
 from pipeline_project.audit.services import audited_call
 from pipeline_project.db.counts import sum_matching
 from pipeline_project.web.admin import KEYSET_VAR, KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
@@ -12,6 +16,7 @@ from tracking import selectors, services
 from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage, StageChange, Status
 
 WORST_SHARDS = 20  # the summary's shards drawn one by one: the rest are counted
+SHARD = re.compile(r"[0-9]{1,10}")  # ASCII digits only: str.isdigit takes "²", which int() refuses
 
 
 class StageHistoryInline(ReadOnlyTabularInline):
@@ -84,7 +89,11 @@ class ShardFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         value = self.value()
-        return queryset if value is None else queryset.filter(shard=int(value) if value.isdigit() else -1)
+        if not value:  # the typed-in form sent empty: every shard
+            return queryset
+        if not SHARD.fullmatch(value) or int(value) > INT32_MAX:  # the admin answers "?e=1", not a 500
+            raise IncorrectLookupParameters(f"shard={value[:20]!r} is no shard (0 to {INT32_MAX})")
+        return queryset.filter(shard=int(value))
 
 
 @admin.register(PipelineTracking)

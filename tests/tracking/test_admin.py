@@ -55,6 +55,15 @@ def test_changelist_has_a_filter_per_stage_status_and_shard(admin_client, rows):
     assert 'name="shard" min="0" value="1"' in form and 'type="hidden" name="shard"' not in form
 
 
+@pytest.mark.parametrize("shard", ["abc", "-1", "1.5", "²", "٣", str(2**31), "9" * 5000])
+def test_a_shard_no_row_can_have_is_refused_as_the_admin_refuses_a_filter(admin_client, rows, shard):
+    response = admin_client.get(CHANGELIST, {"shard": shard})
+
+    assert (response.status_code, response.headers["Location"]) == (302, f"{CHANGELIST}?e=1")
+    assert list(admin_client.get(CHANGELIST, {"shard": 1}).context["cl"].result_list) == [rows["running_worker"]]
+    assert len(admin_client.get(CHANGELIST, {"shard": ""}).context["cl"].result_list) == 3  # the form sent empty
+
+
 def test_changelist_filters_and_searches(admin_client, rows):
     filtered = admin_client.get(CHANGELIST, {"shard_worker_status__exact": "failed"})
     assert list(filtered.context["cl"].result_list) == [rows["failed_worker"]]
