@@ -24,6 +24,7 @@ from pipeline_project.audit.actions import may, permissions_of
 from pipeline_project.audit.selectors import audit_entries_for
 from pipeline_project.audit.services import audited_call
 from pipeline_project.db.snapshot import snapshot
+from pipeline_project.web.query import query_int
 
 HISTORY_PAGE_SIZE = 25
 
@@ -55,16 +56,12 @@ def _rendered(request, template: str, context: dict) -> TemplateResponse:
     return TemplateResponse(request, template, context).render()
 
 
-def _int_or_none(value: str | None) -> int | None:
-    return int(value) if value and value.isascii() and value.isdigit() and len(value) < 19 else None
-
-
 @staff_member_required
 @require_GET
 @snapshot()
 def runs_page(request):
     _require_view(request)
-    source_id = _int_or_none(request.GET.get("source"))
+    source_id = query_int(request.GET.get("source"))
     status = request.GET.get("status") if request.GET.get("status") in ENDED_RUN_STATUSES else None
     history = Paginator(selectors.runs_history(source_id=source_id, status=status), HISTORY_PAGE_SIZE)
     active = list(selectors.runs_active())

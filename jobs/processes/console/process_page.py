@@ -15,6 +15,7 @@ from django.utils import timezone
 from jobs.processes import selectors
 from jobs.processes.models import TIMER_TYPES, Event, Process, Task
 from pipeline_project.web.arguments import arguments_masked, may_view_arguments
+from pipeline_project.web.query import query_int
 from pipeline_project.web.times import absolute
 
 TASKS_SHOWN = 20
@@ -143,15 +144,11 @@ def task_url(query: QueryDict, task_id: int | None) -> str | None:
     return None if task_id is None else f"{_page_url(query, TASKS_TO, task_id)}#task-{task_id}"
 
 
-def _id(value: str | None) -> int | None:
-    return int(value) if value and value.isascii() and value.isdigit() and len(value) < 19 else None
-
-
 def process_page(process: Process, *, request, can_repair: bool) -> dict[str, Any]:
     """The page's context (read in the caller's snapshot); ``can_repair``: the user's permission.
     Arguments show masked unless the request's user may view them."""
     query = request.GET
-    tasks_to, events_to = _id(query.get(TASKS_TO)), _id(query.get(EVENTS_TO))
+    tasks_to, events_to = query_int(query.get(TASKS_TO)), query_int(query.get(EVENTS_TO))
     tasks, older_tasks = selectors.process_tasks_page(process_pk=process.id, up_to=tasks_to, limit=TASKS_SHOWN)
     events, older_events = selectors.process_events_page(process_pk=process.id, up_to=events_to, limit=EVENTS_SHOWN)
     pending = selectors.process_pending(process_pk=process.id)
