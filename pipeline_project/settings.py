@@ -62,7 +62,7 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "pipeline_project.web.admin_site.PipelineAdminConfig",  # django.contrib.admin, its site the project's
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

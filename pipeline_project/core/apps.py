@@ -11,6 +11,3 @@ class CoreConfig(AppConfig):
         from pipeline_project.audit.actions import OperatorAction, register_actions
 
         register_actions(OperatorAction("token.revoke", "core.change_apitoken", "api token"))
-        from django.contrib import admin
-
-        admin.site.site_url = "/pipeline/"  # "View site": the operators' pages (/ is the admin itself)
