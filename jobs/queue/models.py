@@ -9,14 +9,14 @@ from functools import partial
 
 import pgtrigger
 from django.contrib.postgres.indexes import BrinIndex, GinIndex
-from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import MD5, Cast
 
-from jobs.queue.states import FINISHED, WAITING_AVAILABLE_AT, EventKind, JobStatus, shown_status
+from jobs.queue.states import FINISHED, LISTED_APART, WAITING_AVAILABLE_AT, EventKind, JobStatus, shown_status
 from jobs.queue.triggers import notify_events_sql, notify_ready_sql
 from pipeline_project.db.counts import RowCounts
+from pipeline_project.db.fields import BigSerialField, NotDistinctFrom, PgEnumField, TransactionNow
 from pipeline_project.db.ids import uuid7
 from pipeline_project.db.triggers import statement_notify_triggers, statement_trigger
 
@@ -26,56 +26,6 @@ CANCEL_CHANNEL = "dl_jobs_cancel"
 QUEUES_CHANNEL = "dl_queues"  # payload: a queue whose limits changed
 EVENTS_CHANNEL = "dl_job_events"  # payload: ids of jobs with new events, comma-separated
 EVENTS_NOTIFY = notify_events_sql(channel=EVENTS_CHANNEL)
-
-
-class TransactionNow(models.Func):
-    """``now()``: the seed's defaults use the transaction's timestamp."""
-
-    template = "now()"
-    output_field = models.DateTimeField()
-
-
-class NotDistinctFrom(models.Func):
-    """``a IS NOT DISTINCT FROM b``: for a column that is never NULL, ``a = b`` spelled so that only
-    a partial index whose predicate is spelled the same serves it (not one on ``a``, nor one whose
-    predicate is ``a = b``)."""
-
-    arg_joiner = " IS NOT DISTINCT FROM "
-    template = "(%(expressions)s)"
-    output_field = models.BooleanField()
-
-
-class PgEnumField(models.TextField):
-    """A column of a PostgreSQL enum type (created by the migration)."""
-
-    def __init__(self, *args, enum_type: str, **kwargs):
-        self.enum_type = enum_type
-        super().__init__(*args, **kwargs)
-
-    def deconstruct(self):
-        name, path, args, kwargs = super().deconstruct()
-        return name, path, args, {**kwargs, "enum_type": self.enum_type}
-
-    def db_type(self, connection):
-        return self.enum_type
-
-    def get_prep_value(self, value):
-        # PostgreSQL refuses a value outside the enum with an error; refuse it before SQL, as a
-        # validation error the admin's filters turn into their "invalid filter" page.
-        value = super().get_prep_value(value)
-        if value is not None and self.choices and value not in {choice for choice, _label in self.choices}:
-            raise ValidationError(f"{value!r} is not a {self.enum_type}.", code="invalid_choice")
-        return value
-
-
-class BigSerialField(models.BigAutoField):
-    """``bigserial`` as in the seed, instead of Django's identity column."""
-
-    def db_type(self, connection):
-        return "bigserial"
-
-    def db_type_suffix(self, connection):
-        return None
 
 
 # Jobs per queue, task and status, kept by dl_jobs' triggers: what the dashboard, /metrics, /status
@@ -170,6 +120,17 @@ class Job(models.Model):
             # nothing matches, at millions of jobs (the manual: operating/production-size.md).
             models.Index(fields=["queue", "job_id"], name="ix_dl_jobs_queue_job"),
             models.Index(fields=["task", "job_id"], name="ix_dl_jobs_task_job"),
+            # A queue's or a task's jobs of one status, newest first: the walks above, filtering by
+            # status, read a whole queue or task when few (or none) of its jobs have it (failed in
+            # q07). Partial (states.LISTED_APART): a succeeded job leaves them, as a drain's jobs do.
+            *(
+                models.Index(
+                    fields=[column, "status", "job_id"],
+                    condition=Q(status__in=LISTED_APART),
+                    name=f"ix_dl_jobs_{column}_status_job",
+                )
+                for column in ("queue", "task")
+            ),
             models.Index(fields=["lock_key", "job_id"], name="ix_dl_jobs_lock_key_job"),
             models.Index(
                 fields=["partition_key", "job_id"], condition=~Q(partition_key=""), name="ix_dl_jobs_partition_job"

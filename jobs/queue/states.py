@@ -148,6 +148,10 @@ def ordered(statuses) -> tuple[JobStatus, ...]:
 FINISHED = ordered({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED, JobStatus.LOST})
 LIVE = ordered(set(JobStatus) - set(FINISHED))
 UNSUCCESSFUL = ordered(set(FINISHED) - {JobStatus.SUCCEEDED})  # what cancels the jobs that wait for it
+# The statuses a queue's or a task's list reads through an index of its own (rare in any one of
+# them, or none): not succeeded, the common end whose rows a newest-first walk soon finds, nor
+# running, a few rows (the fleet's slots) in an index of their own.
+LISTED_APART = ordered({JobStatus.QUEUED, *UNSUCCESSFUL})
 RETRYABLE = ordered(TRANSITIONS["retry"].sources)
 CLAIMABLE = ordered(TRANSITIONS["claim"].sources)
 STOPPABLE = ordered(TRANSITIONS["stop"].sources)  # asked to stop by a cancel

@@ -33,8 +33,9 @@ class JSONContainsFilter(django_filters.Filter):
 class JobFilter(django_filters.FilterSet):
     queue = django_filters.CharFilter()
     task = django_filters.CharFilter()
+    # distinct=False: a column of the row, no join to repeat it (DISTINCT sorted every page by every column).
     status = django_filters.MultipleChoiceFilter(
-        choices=JobStatus.choices, help_text="Repeatable: ?status=failed&status=lost"
+        choices=JobStatus.choices, distinct=False, help_text="Repeatable: ?status=failed&status=lost"
     )
     lock_key = django_filters.CharFilter()
     partition_key = django_filters.CharFilter()

@@ -28,6 +28,8 @@ EXTRA_INDEXES = {
     # The lists' filters at production size.
     "ix_dl_jobs_queue_job",
     "ix_dl_jobs_task_job",
+    "ix_dl_jobs_queue_status_job",
+    "ix_dl_jobs_task_status_job",
     "ix_dl_jobs_lock_key_job",
     "ix_dl_jobs_partition_job",
     "ix_dl_jobs_args",
