@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from math import ceil
 
 from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 from jobs.queue import throughput
 from jobs.queue.states import FINISHED
@@ -100,6 +102,8 @@ def chart(buckets: Buckets, finished: dict[datetime, dict[str, int]], *, interva
         column["text"] = ", ".join(f"{s['count']} {s['status']}" for s in column["segments"]) or "none finished"
     totals = {status: sum(column["counts"].get(status, 0) for column in columns) for status in FINISHED}
     return {
+        "columns_html": _columns_html(columns),
+        "x_axis_html": mark_safe("".join(f"<span>{escape(column['label'])}</span>" for column in columns)),
         "window": window,
         "unit": window.unit,
         "ticks": [{"value": tick, "percent": round(100 * tick / top, 2)} for tick in ticks],
@@ -110,6 +114,20 @@ def chart(buckets: Buckets, finished: dict[datetime, dict[str, int]], *, interva
         "peak": peak,
         "summary": ", ".join(f"{jobs} {status}" for status, jobs in totals.items()) + f" in {window.title}",
     }
+
+
+def _columns_html(columns: list[dict]) -> str:
+    """The columns as HTML, built here: a week of 20 queues is 3,500 of them, and the template
+    language took 1 s to draw their 13,000 bars (here: a few ms)."""
+    html = []
+    for column in columns:
+        data = "".join(f' data-{status}="{count}"' for status, count in column["every"])
+        bars = "".join(
+            f'<span class="s-{s["status"]}" style="height: {s["percent"]:.2f}%"></span>' for s in column["segments"]
+        )
+        title = escape(f"{column['time']}: {column['text']}")
+        html.append(f'<div class="bucket" data-bucket="{column["key"]}"{data} title="{title}">{bars}</div>')
+    return mark_safe("".join(html))  # our statuses and numbers, the text escaped
 
 
 def summed(per_queue: dict[str, dict[datetime, dict[str, int]]]) -> dict[datetime, dict[str, int]]:
