@@ -389,7 +389,7 @@ DL_EVENTS_MAX_FOLLOW_SEC = env_number("DL_EVENTS_MAX_FOLLOW_SEC", 3600)  # then 
 
 TASKS = {"default": {"BACKEND": "jobs.queue.tasks_backend.DatabaseBackend", "QUEUES": []}}
 
-STATUS_SECTIONS = ["jobs.queue.selectors.status_section"]
+STATUS_SECTIONS = ["jobs.queue.selectors.status_section", "pipeline_project.core.selectors.kept_counts_section"]
 METRICS_COLLECTORS = ["jobs.queue.worker.metrics.QueueDepthCollector"]
 # With PROMETHEUS_MULTIPROC_DIR set, a process writes its metrics there from the first one made (at
 # import): a directory not made yet crashed every process but the one that makes it (the web role).

@@ -39,7 +39,9 @@ def _one_of(field: str, values: tuple[str, ...], name: str) -> models.CheckConst
 
 # Processes per namespace and status, kept by dl_processes' triggers: the namespaces' counts
 # without counting a million processes.
-PROCESS_COUNTS = RowCounts(table="dl_processes", counts_table="dl_process_counts", columns=("namespace", "status"))
+PROCESS_COUNTS = RowCounts(
+    table="dl_processes", counts_table="dl_process_counts", columns=("namespace", "status"), batch_by="namespace"
+)
 
 
 def process_audit_id(*, namespace: str, process_id: str) -> str:

@@ -30,7 +30,9 @@ EVENTS_NOTIFY = notify_events_sql(channel=EVENTS_CHANNEL)
 
 # Jobs per queue, task and status, kept by dl_jobs' triggers: what the dashboard, /metrics, /status
 # and the admin's filters show, without counting millions of rows.
-JOB_COUNTS = RowCounts(table="dl_jobs", counts_table="dl_job_counts", columns=("queue", "task", "status"))
+JOB_COUNTS = RowCounts(
+    table="dl_jobs", counts_table="dl_job_counts", columns=("queue", "task", "status"), batch_by="queue"
+)
 
 
 class Job(models.Model):

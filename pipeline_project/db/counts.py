@@ -8,6 +8,11 @@ never updated: two writers never wait for each other on a counter row. A read su
 combination; a periodic task folds them into one row per combination (one statement: a reader
 sees the rows before or after, never both) and vacuums the table, so it stays a few hundred rows.
 TRUNCATE of the counted table empties the counts.
+
+A load that skips triggers (``pg_restore --disable-triggers``, logical replication's apply,
+``session_replication_role = replica``) leaves the counts wrong: :meth:`RowCounts.rebuild`
+(``manage.py rebuildcounts``) appends what each combination lacks, counted from the table, and
+:meth:`RowCounts.disagreement` (``/status``) compares them with the table on a sample.
 """
 
 from collections.abc import Sequence
@@ -17,6 +22,7 @@ import pgtrigger
 
 from pipeline_project.db import sql
 from pipeline_project.db.connections import apart_from_this_transaction
+from pipeline_project.db.snapshot import snapshot
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,12 @@ class RowCounts:
     counts_table: str
     columns: Sequence[str]  # what rows are counted by
     alias: str = "default"  # the database of both tables
+    # A counted column no row ever changes, led by an index: a rebuild reads the table a value of it
+    # at a time (each in a statement of its own), and /status counts its least value exactly.
+    batch_by: str | None = None
+
+    def __post_init__(self):
+        KEPT.append(self)
 
     @property
     def _columns(self) -> str:
@@ -101,6 +113,104 @@ class RowCounts:
                 lambda: sql.execute(f"VACUUM (SKIP_LOCKED, TRUNCATE false) {self.counts_table}", {}, using=self.alias)
             )
         return {"folded": before - after}
+
+    def rebuild(self) -> dict:
+        """Append to every combination what its kept count lacks, counted from the table, then fold.
+        Online: each statement reads one snapshot, in which a committed change's rows and its
+        trigger's counts are both seen or both not, so what it appends is exact whatever commits
+        meanwhile; it takes no lock writers wait for. Idempotent: a second run appends nothing."""
+        corrected = rows_off = 0
+        for value in self._batches():
+            batched = value is not _WHOLE
+            [(combinations, off)] = sql.rows(
+                self._correct_sql(batched), {"value": value} if batched else {}, using=self.alias
+            )
+            corrected, rows_off = corrected + combinations, rows_off + off
+        return {"table": self.table, "corrected": corrected, "rows_off": rows_off, **self.compact()}
+
+    def _batches(self) -> list:
+        if self.batch_by is None:
+            return [_WHOLE]
+        return sorted(self._values_in_table() | self._values_counted(), key=str)
+
+    def _values_in_table(self) -> set:
+        """Each value of ``batch_by`` in the table: a skip over the index its column leads, a probe a value."""
+        column = self.batch_by
+        walk = f"""
+            WITH RECURSIVE walk AS (
+                (SELECT {column} AS v FROM {self.table} ORDER BY {column} LIMIT 1)
+                UNION ALL
+                SELECT (SELECT {column} FROM {self.table} WHERE {column} > walk.v ORDER BY {column} LIMIT 1)
+                FROM walk WHERE walk.v IS NOT NULL
+            )
+            SELECT v FROM walk WHERE v IS NOT NULL
+        """
+        return {value for (value,) in sql.rows(walk, {}, using=self.alias)}
+
+    def _values_counted(self) -> set:
+        counted = f"SELECT {self.batch_by} FROM {self.counts_table} GROUP BY 1 HAVING sum(n) <> 0"
+        return {value for (value,) in sql.rows(counted, {}, using=self.alias)}
+
+    def _correct_sql(self, batched: bool) -> str:
+        where = f"WHERE {self.batch_by} = %(value)s" if batched else ""
+        cols = self._columns
+        return f"""
+            WITH off AS (
+                SELECT {cols}, sum(n) AS n FROM (
+                    SELECT {cols}, count(*) AS n FROM {self.table} {where} GROUP BY {cols}
+                    UNION ALL
+                    SELECT {cols}, -sum(n) FROM {self.counts_table} {where} GROUP BY {cols}
+                ) AS both_sides GROUP BY {cols} HAVING sum(n) <> 0
+            ),
+            appended AS (INSERT INTO {self.counts_table} ({cols}, n) SELECT {cols}, n FROM off RETURNING n)
+            SELECT count(*), coalesce(sum(abs(n)), 0)::bigint FROM appended
+        """
+
+    def disagreement(self, *, sample_rows: int) -> dict | None:
+        """What shows the counts wrong, or None: their total against the planner's estimate of the
+        table's rows (ANALYZE's, autovacuum's), off by more than a tenth and 1,000 rows; the values of
+        ``batch_by`` in the table against those counted; and the least of them holding at most
+        ``sample_rows`` rows, counted exactly. All in one snapshot."""
+        with snapshot(using=self.alias):
+            return self._disagreement(sample_rows=sample_rows)
+
+    def _disagreement(self, *, sample_rows: int) -> dict | None:
+        [(kept,)] = sql.rows(f"SELECT coalesce(sum(n), 0)::bigint FROM {self.counts_table}", {}, using=self.alias)
+        [(estimated,)] = sql.rows(
+            "SELECT reltuples::bigint FROM pg_class WHERE oid = %(t)s::regclass", {"t": self.table}, using=self.alias
+        )
+        if estimated >= 0 and abs(kept - estimated) > max(1000, estimated / 10):
+            return {"kept": kept, "estimated": estimated}
+        if self.batch_by is None:
+            return None
+        column = self.batch_by
+        in_table, counted = self._values_in_table(), self._values_counted()
+        if in_table != counted:
+            return {
+                f"{column} values uncounted": sorted(in_table - counted, key=str)[:10],
+                f"{column} values counted, not in the table": sorted(counted - in_table, key=str)[:10],
+            }
+        found = sql.rows(
+            f"""
+            WITH least AS (
+                SELECT {column} AS v, sum(n) AS kept FROM {self.counts_table} GROUP BY 1
+                HAVING sum(n) BETWEEN 1 AND %(at_most)s ORDER BY 2 LIMIT 1
+            )
+            SELECT least.v, least.kept::bigint, (SELECT count(*) FROM (
+                SELECT FROM {self.table} t WHERE t.{column} = least.v LIMIT %(at_most)s + 1) AS rows)
+            FROM least
+            """,
+            {"at_most": sample_rows},
+            using=self.alias,
+        )
+        if found and found[0][1] != found[0][2]:
+            value, kept, counted = found[0]
+            return {column: value, "kept": kept, "counted": counted}
+        return None
+
+
+_WHOLE = object()  # a rebuild's one batch: the whole table
+KEPT: list[RowCounts] = []  # every RowCounts made (the apps' models make theirs)
 
 
 def sum_matching(rows: list[tuple], wanted: Sequence[str | None]) -> int:
