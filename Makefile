@@ -109,6 +109,11 @@ bench-web: install
 bench-big: install
 	$(BIN)/python bench/big_tables.py $(BENCH_ARGS)
 
+# The jobs dashboard, queues page and job lists on jobs of four other shapes (spread, few-queues,
+# failed-history, recent), at 50,000 jobs and at 3,000,000 (BENCH_ARGS="--jobs 500000 --shape recent").
+bench-shapes: install
+	$(BIN)/python bench/job_shapes.py $(BENCH_ARGS)
+
 # Faults at a production rate (restart, kills, held xmin, a frozen worker, ...), on a cluster of its own.
 bench-chaos: install
 	$(BIN)/python bench/chaos.py $(BENCH_ARGS)
