@@ -64,7 +64,9 @@ def test_a_due_later_job_counts_down_and_a_waiting_one_links_what_it_waits_for(l
 
     page.goto(f"{live_server.url}{page_of(jobs['waiting'])}")
     assert page.locator("#job-state-detail").inner_text().startswith("· for 1 job: reports.build · queue paused")
+    waiting_page = page.url
     page.locator("#job-state-detail a").click()
+    page.wait_for_url(lambda url: url != waiting_page)  # loaded: not the page before it
     assert page.locator("#job-status").inner_text() == "running"  # the job it waits for
 
 
@@ -98,6 +100,7 @@ def test_r_asks_first_cancel_changes_nothing_and_confirm_retries(live_server, br
 def test_d_deletes_after_asking_and_leads_back_to_the_list_as_it_was_filtered(live_server, browser, jobs):
     page = operator_page(browser, live_server.url, "/admin/jobs/job/?state=failed")
     page.locator("#result_list th.field-short_id a").first.click()
+    page.wait_for_url(re.compile(r"/admin/jobs/job/[0-9a-f-]+/change/"))  # loaded, its keys listening
 
     page.keyboard.press("d")
     dialog = page.locator("#console-confirm")
