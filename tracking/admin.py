@@ -1,5 +1,3 @@
-import re
-
 from django.contrib import admin
 from django.contrib.admin import ShowFacets
 from django.contrib.admin.options import IncorrectLookupParameters
@@ -12,11 +10,11 @@ from pipeline_project.api.fields import INT32_MAX
 from pipeline_project.audit.services import audited_call
 from pipeline_project.db.counts import sum_matching
 from pipeline_project.web.admin import KEYSET_VAR, KeysetAdminMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
+from pipeline_project.web.query import query_int
 from tracking import selectors, services
 from tracking.models import QUEUE_STAGES, STAGES, PipelineTracking, Stage, StageChange, Status
 
 WORST_SHARDS = 20  # the summary's shards drawn one by one: the rest are counted
-SHARD = re.compile(r"[0-9]{1,10}")  # ASCII digits only: str.isdigit takes "²", which int() refuses
 
 
 class StageHistoryInline(ReadOnlyTabularInline):
@@ -91,9 +89,10 @@ class ShardFilter(admin.SimpleListFilter):
         value = self.value()
         if not value:  # the typed-in form sent empty: every shard
             return queryset
-        if not SHARD.fullmatch(value) or int(value) > INT32_MAX:  # the admin answers "?e=1", not a 500
+        shard = query_int(value)
+        if shard is None or shard > INT32_MAX:  # the admin answers "?e=1", not a 500
             raise IncorrectLookupParameters(f"shard={value[:20]!r} is no shard (0 to {INT32_MAX})")
-        return queryset.filter(shard=int(value))
+        return queryset.filter(shard=shard)
 
 
 @admin.register(PipelineTracking)
