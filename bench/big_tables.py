@@ -4,6 +4,7 @@ data set, at 50,000 jobs and at full size, side by side.
     .venv/bin/python bench/big_tables.py                     # seed 50k, time; seed full, time; compare
     .venv/bin/python bench/big_tables.py seed --scale 0.02   # (re)create and seed the databases only
     .venv/bin/python bench/big_tables.py time --rounds 20    # time the seeded databases only
+    .venv/bin/python bench/big_tables.py --shape recent --scale 0.4  # jobs of another shape (job_shapes.py)
 
 Seeding (``seed``) drops and recreates ``<prefix>_control`` and ``<prefix>_pipeline`` (prefix
 ``big``, or BENCH_DB_PREFIX) on the configured server, migrates them, and fills them in SQL,
@@ -1540,11 +1541,20 @@ def time_in_subprocess(rounds: int) -> dict:
 
 
 def main() -> None:
+    from job_shapes import SHAPES  # it builds on this module: imported when asked for
+
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--scale", type=float, default=1.0, help="size of the second data set (1: full size)")
     parser.add_argument("--rounds", type=int, default=20, help="timed requests per endpoint, after 3 warm-ups")
+    parser.add_argument(
+        "--shape",
+        choices=("year", *SHAPES),
+        default="year",
+        help="year: this seed, every table; another: jobs only, of that shape (bench/job_shapes.py),\n"
+        "at --scale times 10,000,000 jobs, in shapes_control and shapes_pipeline",
+    )
     commands = parser.add_subparsers(dest="command")
     seeding = commands.add_parser("seed", help="(re)create the databases and seed them")
     seeding.add_argument("--scale", type=float, default=1.0, help="1: full size; 0.005: 50,000 jobs")
@@ -1552,6 +1562,12 @@ def main() -> None:
     timing.add_argument("--rounds", type=int, default=20, help="timed requests per endpoint, after 3 warm-ups")
     timing.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
+    if args.shape != "year":
+        jobs = str(round(args.scale * FULL_SIZES["jobs"]))
+        shaped = [PYTHON, str(Path(__file__).with_name("job_shapes.py")), "--shape", args.shape, "--jobs", jobs]
+        apart = {**os.environ, "BENCH_DB_PREFIX": "shapes"}  # this seed's databases stay as they are
+        subprocess.run([*shaped, "--rounds", str(args.rounds)], check=True, env=apart)
+        return
     if args.command == "seed":
         seed(server_params(), args.scale)
     elif args.command == "time":

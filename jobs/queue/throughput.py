@@ -1,5 +1,6 @@
 """Finished jobs per queue, status and minute, kept in ``dl_job_throughput``: a chart of a week reads
-at most a row per queue, status and minute (hour, past two days), however many jobs finished.
+at most a row per queue, status and hour (quarter hour, past the last two days; minute, past the
+last 90 minutes), however many jobs finished.
 
 dl_jobs' statement triggers append them (:func:`append_sql`, in the statement that ends the jobs):
 for each job whose finished_at became set (by INSERT, or by UPDATE from NULL), one in its queue,
@@ -9,8 +10,8 @@ sooner), not by an UPDATE of a job already finished (no service rewrites an end)
 heartbeats and retries leave finished_at NULL: their statements find no set one to join.
 
 Appended, never updated: two writers never wait on a row. :func:`fold` sums each minute's appended
-rows into one (``folded``); :func:`age` sums minutes older than :data:`MINUTES_KEPT` into their
-hour and drops rows older than the retention. A reader sums whatever rows a bucket has: a fold, one
+rows into one (``folded``); :func:`age` sums older rows into coarser buckets (:data:`COARSENING`)
+and drops rows older than the retention. A reader sums whatever rows a bucket has: a fold, one
 statement, shows it the rows before or after, never both, so its sums are exact meanwhile.
 """
 
@@ -20,7 +21,10 @@ from pipeline_project.db import sql
 from pipeline_project.db.connections import apart_from_this_transaction
 
 TABLE = "dl_job_throughput"
-MINUTES_KEPT = timedelta(days=2)  # then an hour's minutes become one row
+# Rows get coarser with age: minutes for 90 minutes (the hour window's and the aging period's),
+# then quarter hours for two days (the day window's), then hours. A window reads at most a row per
+# queue, status and its bucket, plus the finer rows of its last 90 minutes.
+COARSENING = ((timedelta(minutes=15), timedelta(minutes=90)), (timedelta(hours=1), timedelta(days=2)))
 # Buckets are measured from this moment (date_bin: immutable, the same in every time zone).
 ORIGIN_SQL = "TIMESTAMPTZ '2000-01-01 00:00:00+00'"
 
@@ -63,34 +67,35 @@ _FOLD = f"""
     SELECT (SELECT count(*) FROM summed), (SELECT count(*) FROM kept)
 """
 
-# The hours before the last MINUTES_KEPT that still hold a minute's row, each summed into one row at
-# the hour's start; and the rows older than the retention dropped (apart: no row is both).
-_AGE = f"""
+# Each bucket of ``step`` before ``kept`` ago that still holds a finer row, its rows summed into one
+# at the bucket's start (rows older than the retention left to the drop: no row is both). One read
+# of the range, deleting by row address: no join of buckets to rows to misplan.
+_COARSEN = f"""
     WITH bounds AS (
-        SELECT date_bin(INTERVAL '1 hour', now() - %(minutes_kept)s, {ORIGIN_SQL}) AS hours_before,
+        SELECT date_bin(%(step)s, now() - %(kept)s, {ORIGIN_SQL}) AS coarse_before,
                now() - %(retention_days)s * INTERVAL '1 day' AS dropped_before
     ),
-    hours AS (
-        SELECT DISTINCT t.queue, t.status, date_bin(INTERVAL '1 hour', t.minute, {ORIGIN_SQL}) AS hour
-        FROM {TABLE} t, bounds
-        WHERE t.minute < bounds.hours_before AND t.minute >= bounds.dropped_before
-          AND t.minute <> date_bin(INTERVAL '1 hour', t.minute, {ORIGIN_SQL})
+    ranged AS (
+        SELECT t.ctid AS row_address,
+               bool_or(t.minute <> b.bucket) OVER (PARTITION BY t.queue, t.status, b.bucket) AS finer
+        FROM {TABLE} t CROSS JOIN bounds
+        CROSS JOIN LATERAL (SELECT date_bin(%(step)s, t.minute, {ORIGIN_SQL}) AS bucket) AS b
+        WHERE t.minute < bounds.coarse_before AND t.minute >= bounds.dropped_before
     ),
     summed AS (
-        DELETE FROM {TABLE} t USING hours, bounds
-        WHERE t.minute >= hours.hour AND t.minute < hours.hour + INTERVAL '1 hour'
-          AND t.minute >= bounds.dropped_before AND t.queue = hours.queue AND t.status = hours.status
-        RETURNING t.queue, t.status, t.n, hours.hour
+        DELETE FROM {TABLE} t WHERE t.ctid = ANY (ARRAY(SELECT row_address FROM ranged WHERE finer))
+        RETURNING t.queue, t.status, t.n, date_bin(%(step)s, t.minute, {ORIGIN_SQL}) AS bucket
     ),
     kept AS (
         INSERT INTO {TABLE} (queue, status, minute, n, folded)
-        SELECT queue, status, hour, sum(n), true FROM summed GROUP BY 1, 2, 3 HAVING sum(n) <> 0
+        SELECT queue, status, bucket, sum(n), true FROM summed GROUP BY 1, 2, 3 HAVING sum(n) <> 0
         RETURNING 1
-    ),
-    dropped AS (
-        DELETE FROM {TABLE} t USING bounds WHERE t.minute < bounds.dropped_before RETURNING 1
     )
-    SELECT (SELECT count(*) FROM summed), (SELECT count(*) FROM kept), (SELECT count(*) FROM dropped)
+    SELECT (SELECT count(*) FROM summed), (SELECT count(*) FROM kept)
+"""
+_DROP = f"""
+    WITH dropped AS (DELETE FROM {TABLE} WHERE minute < now() - %(retention_days)s * INTERVAL '1 day' RETURNING 1)
+    SELECT count(*) FROM dropped
 """
 
 
@@ -104,12 +109,16 @@ def fold() -> dict:
 
 
 def age(*, retention_days: float) -> dict:
-    """Sum the minutes older than MINUTES_KEPT into their hours, drop the rows older than
+    """Sum the rows of each bucket past its age (``COARSENING``) into one, drop the rows older than
     ``retention_days``."""
-    [(before, after, dropped)] = sql.rows(_AGE, {"minutes_kept": MINUTES_KEPT, "retention_days": retention_days})
-    if before or dropped:
+    folded = 0
+    for step, kept in COARSENING:
+        [(before, after)] = sql.rows(_COARSEN, {"step": step, "kept": kept, "retention_days": retention_days})
+        folded += before - after
+    [(dropped,)] = sql.rows(_DROP, {"retention_days": retention_days})
+    if folded or dropped:
         _vacuum()
-    return {"folded": before - after, "dropped": dropped}
+    return {"folded": folded, "dropped": dropped}
 
 
 def _vacuum() -> None:

@@ -138,20 +138,45 @@ def old(minute, n: int, folded: bool = True) -> JobThroughput:
 
 
 @pytest.mark.parametrize("retention_days", [35, 35.0, 20.5])  # the setting may be a fraction
-def test_aging_folds_minutes_past_two_days_into_their_hours_and_drops_the_oldest(retention_days):
+def test_aging_folds_old_minutes_into_quarter_hours_then_hours_and_drops_the_oldest(retention_days):
     hour = (timezone.now() - timedelta(days=3)).replace(minute=0, second=0, microsecond=0)
     for offset, n in ((0, 1), (5, 2), (59, 4)):
         old(hour + timedelta(minutes=offset), n)
     old(hour + timedelta(hours=1, minutes=7), 8, folded=False)  # appended late (a rewritten end)
-    recent = old(timezone.now().replace(second=0, microsecond=0) - timedelta(hours=1), 16)
+    this_minute = timezone.now().replace(second=0, microsecond=0)
+    quarter = (this_minute - timedelta(hours=3)).replace(minute=(this_minute.minute // 15) * 15)
+    for offset, n in ((1, 64), (14, 128), (15, 256)):
+        old(quarter + timedelta(minutes=offset), n)
+    recent = old(this_minute - timedelta(hours=1), 16)  # the hour window's: kept a minute
     old(timezone.now() - timedelta(days=retention_days, minutes=1), 32)
 
     result = services.job_throughput_age(retention_days=retention_days)
 
-    assert result == {"folded": 2, "dropped": 1}
+    assert result == {"folded": 3, "dropped": 1}
     rows = sorted((row.minute, row.n) for row in JobThroughput.objects.all())
-    assert rows == [(hour, 7), (hour + timedelta(hours=1), 8), (recent.minute, 16)]
+    assert rows == [
+        (hour, 7),
+        (hour + timedelta(hours=1), 8),
+        (quarter, 192),
+        (quarter + timedelta(minutes=15), 256),
+        (recent.minute, 16),
+    ]
     assert services.job_throughput_age(retention_days=retention_days) == {"folded": 0, "dropped": 0}
+
+
+def test_after_aging_the_day_window_reads_a_row_a_quarter_hour_but_in_its_last_90_minutes():
+    this_minute = timezone.now().replace(second=0, microsecond=0)
+    minutes = [this_minute - timedelta(minutes=back) for back in range(3 * 24 * 60)]  # every minute of 3 days
+    JobThroughput.objects.bulk_create(
+        JobThroughput(queue="q", status="succeeded", minute=minute, n=1, folded=True) for minute in minutes
+    )
+
+    services.job_throughput_age(retention_days=35)
+
+    day = JobThroughput.objects.filter(minute__gte=this_minute - timedelta(days=1))
+    assert day.count() <= 96 + 90 + 15  # the quarters, and the minutes of the last 90 (to a quarter's start)
+    assert JobThroughput.objects.filter(minute__lt=this_minute - timedelta(days=2, hours=1)).count() <= 24
+    assert kept() == {("q", "succeeded"): len(minutes)}
 
 
 def test_a_window_reads_its_buckets_by_status_and_queue():
