@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run demo test test-image image lock compose-secrets lint docs api-reference bench-tracking bench-jobs bench-peers bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-shapes bench-worker-size bench-chaos db-stop clean
+.PHONY: install setup run demo test test-image image lock compose-secrets lint docs api-reference bench-tracking bench-jobs bench-peers bench-costs bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-shapes bench-worker-size bench-chaos db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -98,6 +98,12 @@ bench-fleet: install
 bench-peers: install
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-peers.txt
 	$(BIN)/python bench/queue_peers.py $(BENCH_ARGS)
+
+# Where the time goes per drained job, ours beside pgqueuer: statements, transactions, CPU, WAL,
+# rows written, on a scratch server with pg_stat_statements (Debian's postgresql).
+bench-costs: install
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-peers.txt
+	$(BIN)/python bench/drain_costs.py $(BENCH_ARGS)
 
 # The web tier: seven endpoints under the deployed server beside a threaded WSGI twin (and FastAPI).
 bench-web: install

@@ -178,17 +178,30 @@ class Procrastinate(System):
 SYSTEMS = [Ours, PgQueuer, Procrastinate]
 
 
-def drain(system: System, *, jobs: int, concurrency: int) -> Run:
+class DrainWatch:
+    """Hooks into drain() for a bench that measures around it (bench/drain_costs.py); these do nothing."""
+
+    def starting(self) -> None:
+        """Right before the worker process starts (the jobs loaded, the counter connected)."""
+
+    def sampled(self, worker: subprocess.Popen, left: int) -> None:
+        """After each count of the jobs left (the worker not yet stopped, though it may have exited)."""
+
+
+def drain(system: System, *, jobs: int, concurrency: int, watch: DrainWatch | None = None) -> Run:
+    watch = watch or DrainWatch()
     system.load(jobs)
     env = {**system.env, "PGDSN": system.dsn, "PROCRASTINATE_DSN": system.dsn, "PYTHONPATH": str(ROOT)}
     samples: list[tuple[float, int]] = []
     with system.connect() as counter:
+        watch.starting()
         started = time.monotonic()
         worker = subprocess.Popen(system.command(concurrency), cwd=ROOT, env=env)
         try:
             while True:
                 left = counter.execute(system.left_sql).fetchone()[0]
                 samples.append((time.monotonic() - started, left))
+                watch.sampled(worker, left)
                 if left == 0:
                     break
                 if worker.poll() is not None and worker.returncode != 0:
