@@ -4,6 +4,7 @@ y-axis of round values in jobs per bucket, and time labels on the x-axis."""
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from math import ceil
 
 from django.utils import timezone
@@ -57,6 +58,28 @@ class Buckets:
         last = origin + (now - origin) // window.step * window.step
         return cls(window, [last - window.step * back for back in range(window.buckets - 1, -1, -1)])
 
+    @cached_property
+    def frames(self) -> list[dict]:
+        """Each bucket's start, its key, x-axis label and local time: the same in every queue's
+        chart, so made once (a week's 168 buckets in 21 charts took 7,000 strftime calls)."""
+        frames = []
+        for start in self.starts:
+            local = timezone.localtime(start)
+            on_label = (local.hour * 60 + local.minute) % self.window.label_minutes == 0
+            frames.append(
+                {
+                    "start": start,
+                    "key": start.astimezone(UTC).strftime("%Y-%m-%dT%H:%MZ"),
+                    "label": local.strftime(self.window.label_format) if on_label else "",
+                    "time": local.strftime("%a %Y-%m-%d %H:%M"),
+                }
+            )
+        return frames
+
+    @cached_property
+    def x_axis_html(self) -> str:
+        return mark_safe("".join(f"<span>{escape(frame['label'])}</span>" for frame in self.frames))
+
     def finished(self) -> dict[str, dict[datetime, dict[str, int]]]:
         """``{queue: {bucket start: {status: jobs}}}``: the kept counts of the window."""
         per_queue: dict[str, dict[datetime, dict[str, int]]] = {}
@@ -82,28 +105,32 @@ def chart(buckets: Buckets, finished: dict[datetime, dict[str, int]], *, interva
     """A stacked column per bucket (succeeded at the bottom, then failed, canceled, lost), the
     y-axis' ticks with their height in percent, each column's x-axis label, and the totals."""
     window = buckets.window
-    columns = [{"start": start, "counts": finished.get(start, {})} for start in buckets.starts]
-    peak = max((sum(column["counts"].values()) for column in columns), default=0)
-    ticks = round_scale(peak, intervals=intervals)
+    frames = buckets.frames
+    totals_per_bucket = [sum(finished.get(frame["start"], {}).values()) for frame in frames]
+    ticks = round_scale(max(totals_per_bucket, default=0), intervals=intervals)
     top = ticks[-1]
-    for column in columns:
-        counts, local = column["counts"], timezone.localtime(column["start"])
-        column["total"] = sum(counts.values())
-        column["key"] = column["start"].astimezone(UTC).strftime("%Y-%m-%dT%H:%MZ")
-        column["segments"] = [
+    columns = []
+    for frame, total in zip(frames, totals_per_bucket, strict=True):
+        counts = finished.get(frame["start"], {})
+        segments = [
             {"status": status, "count": counts[status], "percent": round(100 * counts[status] / top, 2)}
             for status in FINISHED
             if counts.get(status)
         ]
-        on_label = (local.hour * 60 + local.minute) % window.label_minutes == 0
-        column["label"] = local.strftime(window.label_format) if on_label else ""
-        column["time"] = local.strftime("%a %Y-%m-%d %H:%M")
-        column["every"] = [(status, counts.get(status, 0)) for status in FINISHED]
-        column["text"] = ", ".join(f"{s['count']} {s['status']}" for s in column["segments"]) or "none finished"
+        columns.append(
+            {
+                **frame,
+                "counts": counts,
+                "total": total,
+                "segments": segments,
+                "every": [(status, counts.get(status, 0)) for status in FINISHED],
+                "text": ", ".join(f"{s['count']} {s['status']}" for s in segments) or "none finished",
+            }
+        )
     totals = {status: sum(column["counts"].get(status, 0) for column in columns) for status in FINISHED}
     return {
         "columns_html": _columns_html(columns),
-        "x_axis_html": mark_safe("".join(f"<span>{escape(column['label'])}</span>" for column in columns)),
+        "x_axis_html": buckets.x_axis_html,
         "window": window,
         "unit": window.unit,
         "ticks": [{"value": tick, "percent": round(100 * tick / top, 2)} for tick in ticks],
@@ -111,7 +138,7 @@ def chart(buckets: Buckets, finished: dict[datetime, dict[str, int]], *, interva
         "busy": [column for column in columns if column["total"]],
         "totals": totals,
         "statuses": FINISHED,
-        "peak": peak,
+        "peak": max(totals_per_bucket, default=0),
         "summary": ", ".join(f"{jobs} {status}" for status, jobs in totals.items()) + f" in {window.title}",
     }
 
