@@ -222,7 +222,7 @@ class JobCount(models.Model):
 
 class JobThroughput(models.Model):
     """Rows appended by dl_jobs' triggers (``jobs.queue.throughput``): summed, the jobs of each queue
-    that finished in each status and minute (past two days: hour, at its start)."""
+    that finished in each status and minute (older: quarter hour or hour, at its start)."""
 
     id = models.BigAutoField(primary_key=True)
     queue = models.TextField()

@@ -1,6 +1,6 @@
 """Finished jobs per queue, status and minute, kept in ``dl_job_throughput``: a chart of a week reads
-at most a row per queue, status and hour (quarter hour, past the last two days; minute, past the
-last 90 minutes), however many jobs finished.
+at most a row per queue, status and hour (quarter hour within the last two days, minute within
+the last 90 minutes), however many jobs finished.
 
 dl_jobs' statement triggers append them (:func:`append_sql`, in the statement that ends the jobs):
 for each job whose finished_at became set (by INSERT, or by UPDATE from NULL), one in its queue,
