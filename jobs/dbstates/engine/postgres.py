@@ -27,6 +27,7 @@ from django.conf import settings
 
 from jobs.dbstates.engine import statefs
 from jobs.runtime.subprocesses import child
+from pipeline_project.system_users import system_user_ensure
 
 log = logging.getLogger("pipeline.dbstates")
 
@@ -73,10 +74,7 @@ def os_user() -> str | None:
     if os.geteuid() != 0:
         return None
     name = settings.SQLRS_OS_USER
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", name], check=True, capture_output=True)
+    system_user_ensure(name=name, useradd_options=("--system", "--no-create-home"))
     return name
 
 

@@ -1,4 +1,4 @@
-"""The embedded server's system user: made once however many processes start at once."""
+"""The servers' system user: made once however many processes start at once."""
 
 import os
 import pwd
@@ -12,21 +12,20 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="making a system user 
 
 RACER = """
 import sys, pwd
-from pathlib import Path
-from pipeline_project.db.embedded import system_user_ensure
-system_user_ensure(name=sys.argv[1], lock_path=Path(sys.argv[2]))
+from pipeline_project.system_users import system_user_ensure
+system_user_ensure(name=sys.argv[1], useradd_options=("--system", "--no-create-home"))
 print(pwd.getpwnam(sys.argv[1]).pw_uid)
 """
 
 
-def test_processes_starting_at_once_make_one_user_and_all_see_its_uid(tmp_path):
+def test_processes_starting_at_once_make_one_user_and_all_see_its_uid():
     name = f"pgtest{os.getpid() % 100000}"
     try:
         with ThreadPoolExecutor(8) as pool:
             runs = list(
                 pool.map(
                     lambda _: subprocess.run(
-                        [sys.executable, "-c", RACER, name, str(tmp_path / ".user.lock")],
+                        [sys.executable, "-c", RACER, name],
                         capture_output=True,
                         text=True,
                         check=True,
