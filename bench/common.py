@@ -116,6 +116,11 @@ def free_port() -> int:
 SERVER_PIDS: dict[int, int] = {}  # port → pid of the gunicorn serving it (see cpu_seconds)
 
 
+def proc_stat(pid: int) -> list[str]:
+    """/proc/<pid>/stat's fields after the command name (which may hold spaces): state first."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time (user + system) a process and its children (a server's workers) have used so far."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -124,7 +129,7 @@ def cpu_seconds(pid: int) -> float:
     while pids:
         current = pids.pop()
         try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = proc_stat(current)
             total += (int(fields[11]) + int(fields[12])) / ticks
             for task in Path(f"/proc/{current}/task").iterdir():
                 pids.extend(int(child) for child in (task / "children").read_text().split())

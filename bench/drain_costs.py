@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 
 import psycopg
-from common import BENCH_DATABASES, cpu_seconds, create_bench_databases, print_table
+from common import BENCH_DATABASES, cpu_seconds, create_bench_databases, print_table, proc_stat
 from fleet import scratch_server
 from psycopg import sql
 from queue_peers import SYSTEMS, DrainWatch, Run, System, drain
@@ -82,7 +82,7 @@ FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname 
 
 def own_cpu(pid: int, *, children: bool = False) -> float:
     """A process's CPU seconds (/proc/<pid>/stat utime + stime), or its reaped children's (cutime + cstime)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = proc_stat(pid)
     return sum(int(value) for value in (fields[13:15] if children else fields[11:13])) / TICKS
 
 

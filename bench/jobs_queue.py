@@ -49,6 +49,7 @@ from common import (
     manage,
     percentiles,
     print_table,
+    proc_stat,
     server_params,
     stop,
     timed,
@@ -204,7 +205,7 @@ class CpuClock:
     @classmethod
     def read(cls, pid: int) -> "CpuClock":
         ticks = os.sysconf("SC_CLK_TCK")
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = proc_stat(pid)
         process = int(fields[11]) + int(fields[12])  # utime + stime
         cpu = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
         user, nice, system, _idle, _iowait, irq, softirq, steal = cpu[:8]

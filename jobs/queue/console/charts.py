@@ -107,7 +107,8 @@ def chart(buckets: Buckets, finished: dict[datetime, dict[str, int]], *, interva
     window = buckets.window
     frames = buckets.frames
     totals_per_bucket = [sum(finished.get(frame["start"], {}).values()) for frame in frames]
-    ticks = round_scale(max(totals_per_bucket, default=0), intervals=intervals)
+    peak = max(totals_per_bucket, default=0)
+    ticks = round_scale(peak, intervals=intervals)
     top = ticks[-1]
     columns = []
     for frame, total in zip(frames, totals_per_bucket, strict=True):
@@ -138,7 +139,7 @@ def chart(buckets: Buckets, finished: dict[datetime, dict[str, int]], *, interva
         "busy": [column for column in columns if column["total"]],
         "totals": totals,
         "statuses": FINISHED,
-        "peak": max(totals_per_bucket, default=0),
+        "peak": peak,
         "summary": ", ".join(f"{jobs} {status}" for status, jobs in totals.items()) + f" in {window.title}",
     }
 
