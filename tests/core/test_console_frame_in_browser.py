@@ -319,8 +319,9 @@ def test_a_data_confirm_form_asks_first_and_posts_only_when_confirmed(live_serve
     dialog.wait_for(state="hidden")
     assert not posted and off_loop(lambda: Job.objects.get(job_id=job_id).status) == JobStatus.QUEUED
 
-    asked = fragment_requests(page)
     page.locator("#test-form button").click()
+    dialog.wait_for(state="visible")
+    asked = fragment_requests(page)  # from the question on: a tick sent just before it may still go
     page.wait_for_timeout(2500)  # the page refreshes every second, but not under the question
     assert not asked
     with page.expect_navigation():
