@@ -10,6 +10,7 @@ from jobs.runtime.build import build_worker
 from jobs.runtime.config import WorkerConfig, Workers, parse_workers, parse_workers_json, worker_flag_entry
 from jobs.runtime.registry import StartRefused
 from jobs.runtime.stopping import stopping_on_signals
+from pipeline_project.process_memory import startup_objects_freeze
 
 
 class Command(BaseCommand):
@@ -54,6 +55,7 @@ class Command(BaseCommand):
         except (LookupError, StartRefused) as exc:
             raise CommandError(str(exc)) from None
 
+        startup_objects_freeze(templates=False)
         if options["metrics_port"]:
             start_http_server(options["metrics_port"], addr=options["metrics_addr"])
         try:
