@@ -33,14 +33,17 @@ stats, a count table) runs, so that what it maintains holds. Each phase ends wit
 seed with VACUUM (ANALYZE) of every table (as autovacuum would have by then; it does not start
 while timing). The ids timing needs are kept in the control database's comment.
 
-Timing (``time``) migrates the databases (a newer checkout's migrations apply), then requests each
-endpoint in this process through django.test.Client: pages as a superuser (force_login), APIs with
-a Bearer token; 3 warm-ups, then ``--rounds`` requests; median and p95 in ms. Every answer must be
+Timing (``time``) migrates the databases (a newer checkout's migrations apply), starts the deployed
+web command on them (gunicorn, one uvicorn worker: every request on the same warm process) and
+requests each endpoint over a keep-alive connection: pages with a superuser's session cookie, APIs
+with a Bearer token; 3 warm-ups, then ``--rounds`` requests, each answer read whole; median and p95
+in ms. Every answer must be
 200 (an endpoint this checkout does not have shows n/a). Targets: pages p95 <= 300 ms, APIs,
 /metrics and /status p95 <= 100 ms, and the full size's p95 within 1.5x of the 50k one's.
 """
 
 import argparse
+import http.client
 import json
 import math
 import os
@@ -68,11 +71,13 @@ from common import (
     bench_connection,
     bench_env,
     create_bench_databases,
+    gunicorn,
     migrate_bench_databases,
     server_params,
     use_bench_databases,
 )
 from psycopg import sql
+from seeded_namespaces import NAMESPACES
 
 from ingestion.stats import empty_stats  # importable once common put the project on sys.path
 
@@ -215,7 +220,6 @@ ORGANISATIONS = [
     ("Land Survey", "landsurvey.example.gov"),
     ("Central Bank", "centralbank.example"),
 ]
-NAMESPACES = ["orders", "subscriptions", "payments", "shipments", "invoices"]
 WORKER_HOSTS = [f"worker-{zone}-{number}.prod.internal" for zone in "ab" for number in range(1, 5)]
 PERIODIC_TASKS = [
     "ingestion.settle",
@@ -1385,24 +1389,38 @@ def api_endpoints(ids: dict) -> list[Endpoint]:
     return [Endpoint(name, routed(path), api=True) for name, path in apis]
 
 
-def measure(client, endpoint: Endpoint, rounds: int) -> dict:
+def measure(client: "ServedClient", endpoint: Endpoint, rounds: int) -> dict:
     """Median and p95 (ms) of ``rounds`` GETs after the warm-ups; any answer but 200 stops the run."""
     durations = []
     for request in range(WARMUPS + rounds):
         started = time.perf_counter()
-        response = client.get(endpoint.path)
-        body = b"".join(response.streaming_content) if response.streaming else response.content
+        status, body = client.get(endpoint.path)
         elapsed = (time.perf_counter() - started) * 1000
-        if response.status_code != 200:
-            raise SystemExit(f"{endpoint.name}: GET {endpoint.path} answered {response.status_code}: {body[:400]!r}")
+        if status != 200:
+            raise SystemExit(f"{endpoint.name}: GET {endpoint.path} answered {status}: {body[:400]!r}")
         if request >= WARMUPS:
             durations.append(elapsed)
     ordered = sorted(durations)
     return {"median": statistics.median(ordered), "p95": ordered[math.ceil(0.95 * len(ordered)) - 1]}
 
 
-def clients():
-    """A superuser's browser (logged in) and a daemon with an API token."""
+class ServedClient:
+    """GETs to the deployed web server over one keep-alive connection, as a browser or a daemon
+    sends them (a session cookie, or a Bearer token), each answer read whole."""
+
+    def __init__(self, port: int, headers: dict[str, str]):
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.headers = {"Host": "localhost", **headers}
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        self.connection.request("GET", path, headers=self.headers)
+        response = self.connection.getresponse()
+        return response.status, response.read()
+
+
+def clients(port: int) -> tuple[ServedClient, ServedClient]:
+    """A superuser's browser (logged in) and a daemon with an API token, for the server on ``port``."""
+    from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.test import Client
 
@@ -1411,47 +1429,44 @@ def clients():
 
     users = get_user_model().objects
     user = users.filter(username="big-bench").first() or users.create_superuser("big-bench", "big-bench@example.com")
-    staff = Client(HTTP_HOST="localhost")
-    staff.force_login(user)
+    browser = Client()
+    browser.force_login(user)  # a session in the database, which the server reads from its cookie
+    cookie = f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}"
     ApiToken.objects.filter(name="big-tables-bench").delete()
     _token, key = api_token_create(name="big-tables-bench")
-    return staff, Client(HTTP_HOST="localhost", headers={"Authorization": f"Bearer {key}"})
-
-
-def register_namespaces() -> None:
-    """The seeded processes' namespaces (the process API answers 404 for one nobody declared)."""
-    from jobs.processes.namespaces import get, namespace
-
-    for name in NAMESPACES:
-        if get(name) is None:
-            namespace(name)(seeded_processor)
-
-
-def seeded_processor(task_type, args, process):
-    return {"response": "ok"}  # never called: timing runs no worker
+    return ServedClient(port, {"Cookie": cookie}), ServedClient(port, {"Authorization": f"Bearer {key}"})
 
 
 def time_endpoints(rounds: int) -> dict:
-    """Migrate the seeded databases, then time every endpoint: ``{"seeded": what seed recorded,
-    "endpoints": {name: {api, median, p95} (api only: n/a)}}``."""
+    """Migrate the seeded databases, then time every endpoint on the deployed web server (one
+    worker): ``{"seeded": what seed recorded, "endpoints": {name: {api, median, p95} (api only: n/a)}}``."""
     warnings.filterwarnings("ignore", message="No directory at")  # no collectstatic output: none is served
     params = server_params()
+    env = bench_env(params)
     try:
-        migrate_bench_databases(bench_env(params))
+        migrate_bench_databases(env)
     except subprocess.CalledProcessError as error:
         raise SystemExit(f"migrating the seeded databases failed:\n{error.stderr[-3000:]}") from None
     use_bench_databases()
     ids = seeded_ids(params)
     print(f"timing databases seeded at scale {ids['scale']:g} on {ids['seeded_at']} ({rounds} rounds)")
-    staff, daemon = clients()
-    register_namespaces()
     results = {}
-    for endpoint in page_endpoints(ids) + api_endpoints(ids):
-        figures = measure(daemon if endpoint.api else staff, endpoint, rounds) if endpoint.path else None
-        results[endpoint.name] = {"api": endpoint.api, **(figures or {})} if figures else {"api": endpoint.api}
-        shown = f"{figures['median']:.1f} / {figures['p95']:.1f} ms" if figures else "n/a"
-        print(f"  {endpoint.name:<40} {shown}", flush=True)
+    with served(env) as port:
+        staff, daemon = clients(port)
+        for endpoint in page_endpoints(ids) + api_endpoints(ids):
+            figures = measure(daemon if endpoint.api else staff, endpoint, rounds) if endpoint.path else None
+            results[endpoint.name] = {"api": endpoint.api, **(figures or {})} if figures else {"api": endpoint.api}
+            shown = f"{figures['median']:.1f} / {figures['p95']:.1f} ms" if figures else "n/a"
+            print(f"  {endpoint.name:<40} {shown}", flush=True)
     return {"seeded": ids, "endpoints": results}
+
+
+def served(env: dict):
+    """The deployed web command on the bench databases, one worker (every request on the same
+    warm process, as a steady server's are), the seeded processes' namespaces declared in it."""
+    bench = str(Path(__file__).parent)
+    modules = {"PYTHONPATH": bench, "PROCESSES_HANDLER_MODULES": "seeded_namespaces"}
+    return gunicorn({**env, **modules}, workers=1)
 
 
 def seeded_ids(params: dict) -> dict:

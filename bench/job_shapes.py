@@ -35,11 +35,12 @@ from dataclasses import dataclass
 os.environ.setdefault("BENCH_DB_PREFIX", "shapes")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
-from big_tables import GROWTH_LIMIT, Endpoint, cell, clients, measure, print_rows, verdict
+from big_tables import GROWTH_LIMIT, Endpoint, cell, clients, measure, print_rows, served, verdict
 from common import (
     PYTHON,
     ROOT,
     bench_connection,
+    bench_env,
     create_bench_databases,
     server_params,
     use_bench_databases,
@@ -156,12 +157,14 @@ def seed(params: dict, shape: Shape, jobs: int) -> float:
 
 
 def time_endpoints(rounds: int) -> dict:
+    params = server_params()
     use_bench_databases()
-    staff, daemon = clients()
-    return {
-        endpoint.name: {"api": endpoint.api, **measure(daemon if endpoint.api else staff, endpoint, rounds)}
-        for endpoint in ENDPOINTS
-    }
+    with served(bench_env(params)) as port:
+        staff, daemon = clients(port)
+        return {
+            endpoint.name: {"api": endpoint.api, **measure(daemon if endpoint.api else staff, endpoint, rounds)}
+            for endpoint in ENDPOINTS
+        }
 
 
 def main() -> None:
@@ -174,7 +177,6 @@ def main() -> None:
     parser.add_argument("--time-only", type=int, help=argparse.SUPPRESS)  # the timing child: its rounds
     args = parser.parse_args()
     if args.time_only:
-        server_params()  # sets Django up
         print(json.dumps(time_endpoints(args.time_only)))
         return
     params = server_params()
