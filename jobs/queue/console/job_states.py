@@ -6,7 +6,7 @@ waiting (for other jobs). Running and finished jobs are counted from the counts 
 keep. Queued ones are read from ``ix_dl_jobs_claim`` (queue, available_at) WHERE queued: three
 ranges per queue (due, due later, waiting), each read at most ``COUNTED_AT_MOST`` + 1 entries
 deep whatever the backlog; a range read whole is an exact count, one cut short a lower bound
-("10,000+"), unless it is the only one: the kept count of queued jobs less the others is exact.
+("1,000+"), unless it is the only one: the kept count of queued jobs less the others is exact.
 """
 
 from dataclasses import dataclass
@@ -31,7 +31,7 @@ from jobs.queue.states import (
 from pipeline_project.db import sql
 from pipeline_project.db.counts import sum_matching
 
-COUNTED_AT_MOST = 10_000  # a range of queued jobs read deeper than this shows as "10,000+"
+COUNTED_AT_MOST = 1_000  # a range of queued jobs read deeper than this shows as "1,000+" (at 1.8 µs an entry)
 
 # The tabs' order: where a job is in its life, the queued states first.
 S = JobStatus

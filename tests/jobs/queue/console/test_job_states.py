@@ -106,7 +106,7 @@ def test_a_range_read_past_the_cap_is_a_lower_bound_unless_the_kept_count_settle
 
 def test_a_count_reads_whole_or_at_least():
     assert str(Count(12_345)) == "12,345"
-    assert str(Count(12_345, exact=False)) == "10,000+" and str(Count(37, exact=False)) == "37+"
+    assert str(Count(12_345, exact=False)) == "1,000+" and str(Count(37, exact=False)) == "37+"
 
 
 def test_each_state_filters_to_its_jobs(every_state):
