@@ -22,6 +22,7 @@ from tests.helpers import every_scope_token
 
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance, content_type_conformance]
 EXAMPLES = 20  # per operation and mode: enough to try every parameter's edges, bounded for the suite's time
+SHARDS = 8  # every operation in one shard of them (its index modulo this): the suite's workers share them
 
 
 @pytest.fixture
@@ -31,14 +32,14 @@ def bearer(transactional_db):  # committed: schemathesis calls the WSGI app, who
 
 
 @ALL_DATABASES_COMMITTED
-def test_every_operation_answers_what_the_schema_says(bearer, settings):
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_every_operation_answers_what_the_schema_says(bearer, settings, shard):
     settings.DL_EVENTS_MAX_FOLLOW_SEC = 1  # a followed stream of a job that never finishes ends soon
     schema = schemathesis.openapi.from_wsgi("/api/v1/schema?format=json", application, headers=bearer)
-    failures, operations = {}, 0
+    operations = [result.ok() for result in schema.get_all_operations()]
+    failures = {}
 
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        operations += 1
+    for operation in operations[shard::SHARDS]:
         for mode in GenerationMode:  # valid requests, and requests that break the schema
 
             @given(case=operation.as_strategy(generation_mode=mode))
@@ -61,7 +62,7 @@ def test_every_operation_answers_what_the_schema_says(bearer, settings):
             except Exception as failure:  # noqa: BLE001 - every operation is tried; all failures are reported
                 failures[f"{operation.label} ({mode.value})"] = str(failure)[:2000]
 
-    assert operations >= 20
+    assert len(operations) >= 20
     assert not failures, "\n\n".join(f"{label}:\n{text}" for label, text in failures.items())
 
 

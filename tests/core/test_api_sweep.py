@@ -60,6 +60,7 @@ pytestmark = ALL_DATABASES_COMMITTED
 ROOT = Path(__file__).resolve().parents[2]
 SQLRS_OPENAPI = ROOT / "docs" / "sqlrs-engine.openapi.yaml"
 MAX_BODY_BYTES = 64 * 1024  # small, so the oversized body is cheap to send
+SHARDS = 4  # each sweep in this many tests (a route or an operation by its index modulo this), for the suite's workers
 
 
 @pytest.fixture
@@ -161,9 +162,10 @@ def test_the_sweep_reaches_every_app():
     assert not any(template.startswith(("/admin/", "/pipeline/")) for template in templates)
 
 
-def test_every_route_every_method_every_bad_input(sweep_settings, clients, api, quiet_logs):
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_every_route_every_method_every_bad_input(sweep_settings, clients, api, quiet_logs, shard):
     documented = contract(api.get("/api/v1/schema?format=json").json())
-    routes = json_routes()
+    routes = json_routes()[shard::SHARDS]
 
     with Sweep(contract=documented) as sweep:
         for route in routes:
@@ -172,7 +174,7 @@ def test_every_route_every_method_every_bad_input(sweep_settings, clients, api, 
             _sweep_route(sweep, route, clients, objects, documented)
 
     print(f"\n{sweep.requests} requests over {len(routes)} routes")  # noqa: T201 - reports the figures
-    assert sweep.requests > 50 * len(routes)
+    assert routes and sweep.requests > 50 * len(routes)
     if sweep.findings:
         pytest.fail(sweep.report(), pytrace=False)
 
@@ -233,15 +235,15 @@ def _routed(path: str) -> bool:
     return True
 
 
-def test_sqlrs_operations_answer_in_sqlrs_shape_and_refusals_write_nothing(sweep_settings, quiet_logs):
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_sqlrs_operations_answer_in_sqlrs_shape_and_refusals_write_nothing(sweep_settings, quiet_logs, shard):
     key = every_scope_token("schemathesis")
     headers = {"Authorization": f"Bearer {key}"}
     existing_objects()
-    failures, operations = {}, 0
+    operations = [result.ok() for result in sqlrs_schema().get_all_operations()]
+    failures = {}
 
-    for result in sqlrs_schema().get_all_operations():
-        operation = result.ok()
-        operations += 1
+    for operation in operations[shard::SHARDS]:
         for mode in GenerationMode:
 
             @given(case=operation.as_strategy(generation_mode=mode))
@@ -271,5 +273,5 @@ def test_sqlrs_operations_answer_in_sqlrs_shape_and_refusals_write_nothing(sweep
             except Exception as failure:  # noqa: BLE001 - every operation is tried; all failures are reported
                 failures[f"{operation.label} ({mode.value})"] = str(failure)[:1500]
 
-    assert operations >= 15
+    assert len(operations) >= 15
     assert not failures, "\n\n".join(f"{label}:\n{text}" for label, text in failures.items())
