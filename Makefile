@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run demo test test-image image lock compose-secrets lint docs api-reference bench-tracking bench-jobs bench-peers bench-costs bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-shapes bench-worker-size bench-chaos db-stop clean
+.PHONY: install setup run demo test test-image image lock compose-secrets lint docs api-reference bench-tracking bench-jobs bench-peers bench-costs bench-ablation bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-shapes bench-worker-size bench-chaos db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -104,6 +104,10 @@ bench-peers: install
 bench-costs: install
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-peers.txt
 	$(BIN)/python bench/drain_costs.py $(BENCH_ARGS)
+
+bench-ablation: install
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-peers.txt
+	$(BIN)/python bench/drain_ablation.py $(BENCH_ARGS)
 
 # The web tier: seven endpoints under the deployed server beside a threaded WSGI twin (and FastAPI).
 bench-web: install
