@@ -59,19 +59,25 @@ SKIP_JOURNAL = """
 CREATE FUNCTION ablation_skip_row() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END';
 CREATE TRIGGER ablation_skip_journal BEFORE INSERT ON dl_job_events FOR EACH ROW EXECUTE FUNCTION ablation_skip_row();
 """
-UPDATE_TRIGGER = "SELECT tgname FROM pg_trigger WHERE tgrelid = 'dl_jobs'::regclass AND tgname LIKE '%notify_upd%'"
+DISABLE_UPDATE_TRIGGER = """
+DO $$ DECLARE name text; BEGIN
+    FOR name IN SELECT tgname FROM pg_trigger WHERE tgrelid = 'dl_jobs'::regclass AND tgname LIKE '%notify_upd%' LOOP
+        EXECUTE format('ALTER TABLE dl_jobs DISABLE TRIGGER %I', name);
+    END LOOP;
+END $$;
+"""
 VARIANTS = {
     "shipped": [],
     "no-console-indexes": [f"DROP INDEX {name}" for name in CONSOLE_INDEXES],
     "no-journal": [SKIP_JOURNAL],
     "no-journal-fk": ["ALTER TABLE dl_job_events DROP CONSTRAINT dl_job_events_job_id_fkey"],
-    "no-update-trigger": [UPDATE_TRIGGER],  # its name found, then disabled (see schema_change)
+    "no-update-trigger": [DISABLE_UPDATE_TRIGGER],
 }
 VARIANTS["none-of-these"] = [change for name in VARIANTS for change in VARIANTS[name]]
 
 
 class Variant(Ours):
-    """Our worker on a copy of the migrated database, changed by ``changes``."""
+    """Our worker on a copy of the migrated database, changed by its variant's statements."""
 
     def __init__(self, params: dict, env: dict, *, name: str):
         self.name, self.database = name, f"{BENCH_DATABASES['default']}_{name.replace('-', '_')}"
@@ -83,15 +89,7 @@ class Variant(Ours):
             conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(self.database), template))
         with self.connect() as conn:
             for change in VARIANTS[self.name]:
-                schema_change(conn, change)
-
-
-def schema_change(conn: psycopg.Connection, change: str) -> None:
-    if change == UPDATE_TRIGGER:
-        for (name,) in conn.execute(UPDATE_TRIGGER).fetchall():
-            conn.execute(sql.SQL("ALTER TABLE dl_jobs DISABLE TRIGGER {}").format(sql.Identifier(name)))
-        return
-    conn.execute(change)
+                conn.execute(change)
 
 
 def measure(args) -> dict[str, list[Run]]:
