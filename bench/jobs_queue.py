@@ -428,7 +428,7 @@ def bench_http(params: dict, env: dict, args) -> None:
 def start_latencies(params: dict, env: dict, jobs: int) -> list[float]:
     """Enqueue one job at a time to an idle worker; ms from the producer's commit to the handler's start."""
     from jobs.queue import selectors, services
-    from jobs.queue.models import FINISHED_STATUSES
+    from jobs.queue.states import FINISHED
 
     committed = {}
     with (
@@ -449,7 +449,7 @@ def start_latencies(params: dict, env: dict, jobs: int) -> list[float]:
 
             def finished(job_id=job_id) -> bool:
                 status = selectors.job_status(job_id=job_id)
-                assert status == "succeeded" or status not in FINISHED_STATUSES, f"job {job_id} {status}"
+                assert status == "succeeded" or status not in FINISHED, f"job {job_id} {status}"
                 return status == "succeeded"
 
             wait_until(finished, worker, what=f"job {job_id}", timeout=30, pause=POLL_SEC)

@@ -306,6 +306,8 @@ DL_SWEEP_SEC = env_number("DL_SWEEP_SEC", 30)  # safety sweep for lost notificat
 DL_SHUTDOWN_TIMEOUT_SEC = env_number("DL_SHUTDOWN_TIMEOUT_SEC", 30)
 DL_CLAIM_BATCH = env_number("DL_CLAIM_BATCH", 100, int)  # most jobs one claim statement takes
 DL_CLAIM_COALESCE_SEC = env_number("DL_CLAIM_COALESCE_SEC", 0.002)  # a busy queue waits this long to claim in bulk
+# A lane whose runs take less than this claims ahead of its free slots what it runs in this time (0: never).
+DL_CLAIM_AHEAD_RUN_SEC = env_number("DL_CLAIM_AHEAD_RUN_SEC", 0.005)
 DL_CLAIM_FLOOR_AFTER_SEC = env_number("DL_CLAIM_FLOOR_AFTER_SEC", 0.02)  # slower reads of the head: worker.floors
 DL_RECORD_LINGER_SEC = env_number("DL_RECORD_LINGER_SEC", 0.005)  # results wait this long to share a statement
 DL_PROGRESS_INTERVAL_SEC = env_number("DL_PROGRESS_INTERVAL_SEC", 1.0)  # ctx.progress() writes at most this often

@@ -10,6 +10,8 @@ from pipeline_project.db.connections import release_connections
 
 log = logging.getLogger("jobs.runtime")
 
+RUN_TIME_WEIGHT = 0.1  # of the latest run in the moving average of run times: about the last ten runs
+
 
 class Lane[Run, Outcome]:
     """``concurrency`` threads running one kind of work, and the slots they run it in.
@@ -29,6 +31,10 @@ class Lane[Run, Outcome]:
     already on its way to the queue; a thread that takes a run and sees more waiting wakes the
     next. Short runs are then taken by the few threads that are awake, and runs that block still
     each get a thread of their own, one wake-up after another.
+
+    More runs than slots may be submitted: they wait in the queue for a thread. The lane keeps how
+    long its runs take (:meth:`short_run_sec`), for a source that submits ahead of free slots only
+    while runs are short, and no more than the lane runs in a short time.
     """
 
     def __init__(
@@ -47,10 +53,12 @@ class Lane[Run, Outcome]:
         self.freed_at: float | None = None  # when a slot first came free since the last claim
         self._execute, self._crashed, self._report = execute, crashed, report
         self._thread_prefix = thread_prefix
-        self._mutex = threading.Lock()  # guards the three below
+        self._mutex = threading.Lock()  # guards the fields below
         self._work: deque = deque()  # runs submitted and not yet taken; None tells a thread to end
         self._parked: list[threading.Lock] = []  # held locks of the threads waiting for work
         self._waking = 0  # threads woken that have not looked at the queue yet
+        self._run_sec: float | None = None  # a moving average of how long runs took
+        self._last_end = 0.0  # monotonic time the last run ended
 
     @property
     def free(self) -> int:
@@ -74,6 +82,22 @@ class Lane[Run, Outcome]:
             self._work.append(run)
             if not self._waking and self._parked:
                 self._wake_one()
+
+    def short_run_sec(self, within: float, now: float) -> float | None:
+        """How long runs take on average, if under ``within`` seconds and one ended in the last
+        ``within`` (None otherwise: a lane whose every thread is held by a long run, or that ran
+        nothing lately, has no short runs to tell of)."""
+        with self._mutex:
+            if self._run_sec is not None and self._run_sec < within and now - self._last_end < within:
+                return self._run_sec
+            return None
+
+    def _ran(self, started: float) -> None:
+        ended = time.monotonic()
+        with self._mutex:
+            took = ended - started
+            self._run_sec = took if self._run_sec is None else self._run_sec + RUN_TIME_WEIGHT * (took - self._run_sec)
+            self._last_end = ended
 
     def _wake_one(self) -> None:
         self._waking += 1
@@ -105,11 +129,13 @@ class Lane[Run, Outcome]:
         wake.acquire()
         while (run := self._take(wake)) is not None:
             while run is not None:  # a run, then the runs its report hands on to this slot
+                started = time.monotonic()
                 try:
                     outcome = self._execute(run)
                 except BaseException as exc:
                     log.exception("a run ended without an outcome; failing it", extra={"lane": self.name})
                     outcome = self._crashed(run, exc)
+                self._ran(started)
                 self._release_connections()  # a slot holds a pooled connection only while it uses it
                 run = self._report(run, outcome)
                 self._release_connections()

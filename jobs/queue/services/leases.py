@@ -24,9 +24,8 @@ class Lease:
     started_at: datetime
 
 
-# Most leases one statement writes. Its plan joins the leases with their rows in a nested loop
-# (it is planned once, for a few): the work grows as their product, and a worker that fell
-# behind by 10,000 results spent 20 s in one statement while its heartbeats and claims waited.
+# Most leases one statement writes: a worker that fell behind by 10,000 results writes them in
+# short statements, its heartbeats and claims going on between them.
 LEASE_BATCH = 256
 
 
@@ -52,15 +51,33 @@ MY_LEASES = """
 LOCKED_IN_ORDER = """
     SELECT job_id FROM dl_jobs WHERE job_id = ANY (%(job_ids)s::uuid[]) ORDER BY job_id FOR NO KEY UPDATE
 """
-# The lease guard. ``j.job_id = ANY(...)`` keeps the plan on the primary key whatever the
-# planner guesses about the unnested leases; ``status::text``, a condition no index serves,
-# keeps it off the indexes of running jobs: a bitmap scan of their 'running' entries reads one per
+# A job ``j`` under a lease of ``mine``. ``status::text``, a condition no index serves, keeps the
+# plan off the indexes of running jobs: a bitmap scan of their 'running' entries reads one per
 # job claimed since the last vacuum (a bitmap scan marks none dead), and at 1,000 jobs/s a
 # worker's heartbeat came to take 30 s, holding its results and claims behind it.
-LEASE_GUARD = (
-    f"j.job_id = ANY (%(job_ids)s::uuid[]) AND j.job_id = mine.job_id AND j.status::text = {RUNNING_SQL} "
-    "AND j.attempt = mine.attempt AND j.started_at = mine.started_at"
+LEASE_MATCH = (
+    f"j.job_id = mine.job_id AND j.status::text = {RUNNING_SQL} AND j.attempt = mine.attempt "
+    "AND j.started_at = mine.started_at"
 )
+# The lease guard of a statement on a few leases: ``j.job_id = ANY(...)`` keeps the plan on the
+# primary key whatever the planner guesses about the unnested leases.
+LEASE_GUARD = f"j.job_id = ANY (%(job_ids)s::uuid[]) AND {LEASE_MATCH}"
+
+
+def locked_leases(leases: str) -> str:
+    """The CTEs ``locked`` (the leases' rows, locked in order) and ``mine`` (``leases``, a query of
+    rows with job_id, attempt and started_at, less those whose row is gone), for a statement that
+    then writes ``dl_jobs j`` ``FROM mine WHERE LEASE_MATCH``.
+
+    Materialized, ``mine`` drives that join: one primary-key probe per lease. Joined through
+    LEASE_GUARD's ``ANY`` instead, the plan (generic, made for a few leases) walked the rows and
+    read every lease for each: the work grew as their product, 156 µs of PostgreSQL's CPU per
+    result at 164 results a statement, against 83 so.
+    """
+    return f"""
+    locked AS MATERIALIZED ({LOCKED_IN_ORDER}),
+    mine AS MATERIALIZED (SELECT m.* FROM ({leases}) AS m WHERE m.job_id IN (SELECT job_id FROM locked))
+    """
 
 
 def jobs_heartbeat(*, leases: list[Lease], worker_id: str) -> dict[uuid.UUID, bool]:
@@ -78,12 +95,11 @@ def jobs_heartbeat(*, leases: list[Lease], worker_id: str) -> dict[uuid.UUID, bo
 def _heartbeat(leases: list[Lease], *, worker_id: str) -> dict[uuid.UUID, bool]:
     rows = sql.rows(
         f"""
-        WITH mine AS ({MY_LEASES}),
-        locked AS MATERIALIZED ({LOCKED_IN_ORDER}),
+        WITH {locked_leases(MY_LEASES)},
         renewed AS (
             UPDATE dl_jobs j
             SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => j.lease_ttl_sec)
-            FROM mine WHERE {LEASE_GUARD} AND j.job_id IN (SELECT job_id FROM locked)
+            FROM mine WHERE {LEASE_MATCH}
             RETURNING j.job_id, j.queue, j.cancel_requested
         ),
         journal AS (

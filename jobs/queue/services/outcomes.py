@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from jobs.queue.models import NOTIFY_CHANNEL
 from jobs.queue.services.claims import PICKED_EVENTS, ClaimedJob, ClaimFloor, claim_ctes, claim_params, claimed_job
-from jobs.queue.services.leases import LEASE_GUARD, LOCKED_IN_ORDER, Lease, in_batches
+from jobs.queue.services.leases import LEASE_MATCH, Lease, in_batches, locked_leases
 from jobs.queue.states import CANCELED_SQL, FAILED_SQL, QUEUED_SQL, SUCCEEDED_SQL, OutcomeKind, sql_literal
 from pipeline_project.db import sql
 
@@ -29,17 +29,17 @@ class Outcome:
     progress: dict | None = None  # the run's last progress, if not written yet
 
 
-# Ending runs, as CTEs ``mine`` (the outcomes) and ``ended`` (the jobs changed), then the
-# announcement of freed lock_keys (``announced``), for statements that end runs. ``{taken}``:
-# a condition on ``e`` true when the statement itself took the key's next job.
+# Ending runs, as CTEs ``mine`` (the outcomes of locked rows: ``locked_leases``) and ``ended`` (the
+# jobs changed), then the announcement of freed lock_keys (``announced``), for statements that end
+# runs. ``{taken}``: a condition on ``e`` true when the statement itself took the key's next job.
 _OUTCOME_SUCCEEDED, _OUTCOME_CANCELED = sql_literal(OutcomeKind.SUCCEEDED), sql_literal(OutcomeKind.CANCELED)
+_OUTCOMES = """
+    SELECT * FROM json_to_recordset(%(outcomes)s::json)
+        AS mine(job_id uuid, attempt int, started_at timestamptz, kind text, error text, payload jsonb,
+                delay float8, progress jsonb)
+"""
 _END_CTES = f"""
-    mine AS (
-        SELECT * FROM json_to_recordset(%(outcomes)s::json)
-            AS mine(job_id uuid, attempt int, started_at timestamptz, kind text, error text, payload jsonb,
-                    delay float8, progress jsonb)
-    ),
-    locked AS MATERIALIZED ({{locked}}),
+    {{leases}},
     ended AS (
         UPDATE dl_jobs j
         SET status = (CASE
@@ -54,7 +54,7 @@ _END_CTES = f"""
             lease_expires_at = NULL,
             progress = COALESCE(mine.progress, j.progress)
         FROM mine
-        WHERE {{guard}} AND j.job_id IN (SELECT job_id FROM locked)
+        WHERE {{guard}}
         RETURNING j.job_id, j.queue, j.lock_key, j.attempt, j.available_at, j.status AS next_status, mine.payload
     ),
     -- Keys these runs freed whose next job is claimable now, by any worker: wake them (one
@@ -87,13 +87,13 @@ _END_CONDITIONS = """
 
 
 def _end_ctes(*, taken: str = "false") -> str:
-    return _END_CTES.format(guard=LEASE_GUARD, locked=LOCKED_IN_ORDER, channel=NOTIFY_CHANNEL, taken=taken)
+    return _END_CTES.format(leases=locked_leases(_OUTCOMES), guard=LEASE_MATCH, channel=NOTIFY_CHANNEL, taken=taken)
 
 
 def _end_params(outcomes: list[Outcome], *, worker_id: str, synchronous_commit: str | None) -> dict:
     # One JSON document rather than an array per field: psycopg dumps arrays item by item in Python.
     return {
-        "job_ids": [outcome.lease.job_id for outcome in outcomes],  # for the lease guard
+        "job_ids": [outcome.lease.job_id for outcome in outcomes],  # the rows locked (locked_leases)
         "outcomes": json.dumps(
             [
                 {

@@ -9,6 +9,7 @@ class QueueClocks:
     retry_backoff_sec: float = setting("DL_RETRY_BACKOFF_SEC")
     claim_batch: int = setting("DL_CLAIM_BATCH")
     claim_coalesce_sec: float = setting("DL_CLAIM_COALESCE_SEC")
+    claim_ahead_run_sec: float = setting("DL_CLAIM_AHEAD_RUN_SEC")
     claim_floor_after_sec: float = setting("DL_CLAIM_FLOOR_AFTER_SEC")
     record_linger_sec: float = setting("DL_RECORD_LINGER_SEC")
     progress_interval_sec: float = setting("DL_PROGRESS_INTERVAL_SEC")

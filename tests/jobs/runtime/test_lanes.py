@@ -1,6 +1,7 @@
 """Lanes: slots, threads, and an outcome for every run whatever it raises; no database."""
 
 import threading
+import time
 from collections import deque
 
 from jobs.runtime.lanes import Lane
@@ -89,3 +90,31 @@ def test_runs_that_block_each_get_a_thread_of_their_own():
     lane.stop()
 
     assert sorted(reported) == [(0, 0), (1, 1), (2, 2), (3, 3)]
+
+
+def test_a_lane_tells_how_long_its_short_runs_take():
+    release = threading.Event()
+
+    def execute(run):
+        if run == "long":
+            release.wait(10)
+        return run
+
+    lane, reported = make_lane(concurrency=1, execute=execute)
+    assert lane.short_run_sec(1.0, time.monotonic()) is None  # it has run nothing
+
+    for run in range(5):
+        lane.submit(run)
+    wait_until(lambda: len(reported) == 5)
+    assert 0 <= lane.short_run_sec(1.0, time.monotonic()) < 0.1  # short runs, the last just now
+    assert lane.short_run_sec(1.0, time.monotonic() + 2) is None  # none ended in the last second
+
+    lane.submit("long")  # its only thread held: no run ends, whatever the runs before took
+    time.sleep(0.3)
+    assert lane.short_run_sec(0.2, time.monotonic()) is None
+    release.set()
+    wait_until(lambda: len(reported) == 6)
+    lane.stop()
+    # The long run weighs in the average (a tenth of 0.3 s at least): no longer under 0.02 s.
+    assert lane.short_run_sec(0.02, time.monotonic()) is None
+    assert lane.short_run_sec(1.0, time.monotonic()) >= 0.03
