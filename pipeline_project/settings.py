@@ -306,8 +306,7 @@ DL_SWEEP_SEC = env_number("DL_SWEEP_SEC", 30)  # safety sweep for lost notificat
 DL_SHUTDOWN_TIMEOUT_SEC = env_number("DL_SHUTDOWN_TIMEOUT_SEC", 30)
 DL_CLAIM_BATCH = env_number("DL_CLAIM_BATCH", 100, int)  # most jobs one claim statement takes
 DL_CLAIM_COALESCE_SEC = env_number("DL_CLAIM_COALESCE_SEC", 0.002)  # a busy queue waits this long to claim in bulk
-# A lane whose runs take less than this claims ahead of its free slots what it runs in this time (0: never).
-DL_CLAIM_AHEAD_RUN_SEC = env_number("DL_CLAIM_AHEAD_RUN_SEC", 0.005)
+DL_CLAIM_AHEAD_RUN_SEC = env_number("DL_CLAIM_AHEAD_RUN_SEC", 0.005)  # runs shorter: claims go ahead: worker.claiming
 DL_CLAIM_FLOOR_AFTER_SEC = env_number("DL_CLAIM_FLOOR_AFTER_SEC", 0.02)  # slower reads of the head: worker.floors
 DL_RECORD_LINGER_SEC = env_number("DL_RECORD_LINGER_SEC", 0.005)  # results wait this long to share a statement
 DL_PROGRESS_INTERVAL_SEC = env_number("DL_PROGRESS_INTERVAL_SEC", 1.0)  # ctx.progress() writes at most this often
@@ -315,8 +314,7 @@ DL_PROGRESS_INTERVAL_SEC = env_number("DL_PROGRESS_INTERVAL_SEC", 1.0)  # ctx.pr
 DL_WORKER_SYNCHRONOUS_COMMIT = os.environ.get("DL_WORKER_SYNCHRONOUS_COMMIT", "off")
 DL_RETENTION_PERIOD_SEC = env_number("DL_RETENTION_PERIOD_SEC", 60)
 DL_RETENTION_BUDGET_SEC = env_number("DL_RETENTION_BUDGET_SEC", 10)  # a run's batches stop here; the next goes on
-# How often a worker checks that the planner's picture of dl_jobs is not far behind a burst of jobs.
-DL_STATISTICS_CHECK_SEC = env_number("DL_STATISTICS_CHECK_SEC", 2)
+DL_STATISTICS_CHECK_SEC = env_number("DL_STATISTICS_CHECK_SEC", 2)  # the planner's picture of dl_jobs kept up
 # dl_jobs vacuumed at this many dead rows (each claim walks past those claimed since the last vacuum).
 DL_VACUUM_CHECK_SEC = env_number("DL_VACUUM_CHECK_SEC", 10)
 DL_VACUUM_DEAD_ROWS = env_number("DL_VACUUM_DEAD_ROWS", 100_000, int)
