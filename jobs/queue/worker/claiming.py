@@ -80,7 +80,9 @@ class Claimer:
     def deadlines(self) -> list[float]:
         """When the next claims are due (the loop is not stopping)."""
         deadlines = [
-            due for queue in self.queues if self.may_have_work[queue] and (due := self.due_at(queue)) is not None
+            due
+            for queue in self.queues
+            if self.may_have_work[queue] and (due := self.due_at(queue, ahead=self.ahead(queue))) is not None
         ]
         if self._next_available is not None:
             deadlines.append(self._next_available)
@@ -88,8 +90,9 @@ class Claimer:
         deadlines.extend(self._floors.alarms.deadlines())
         return deadlines
 
-    def due_at(self, queue: str) -> float | None:
+    def due_at(self, queue: str, *, ahead: int) -> float | None:
         """When to claim for a queue with room (None: no room: no free slot, nothing to claim ahead).
+        ``ahead``: what a claim takes beyond the free slots (``Claimer.ahead``).
 
         Like Nagle's algorithm: while other jobs of the queue still run, a claim waits up to
         ``claim_coalesce_sec`` for room for half of what the lane may hold (its slots and what
@@ -97,7 +100,6 @@ class Claimer:
         per freed slot. An idle queue claims at once.
         """
         lane = self._lanes[queue]
-        ahead = self.ahead(queue)
         room = lane.free + ahead
         if room <= 0:
             return None
@@ -159,30 +161,28 @@ class Claimer:
         drained = False
         now = time.monotonic()  # before the claims: their statements' now() is later
         for queue, lane in self._lanes.items():
-            due = self.due_at(queue)
+            ahead = self.ahead(queue)  # once: due_at's room is the claim's
+            due = self.due_at(queue, ahead=ahead)
             if not self.may_have_work[queue] or due is None or due > now:
                 continue
-            drained |= self._claim_queue(queue, lane, now)
+            drained |= self._claim_queue(queue, lane, now, limit=min(lane.free + ahead, self._clocks.claim_batch))
         if drained:
             self._schedule_next_available(due_since_sec=time.monotonic() - now)
 
-    def _claim_queue(self, queue: str, lane, now: float) -> bool:
-        """One claim of ``queue`` into ``lane``'s room; returns whether it came up short."""
-        free = min(lane.free + self.ahead(queue), self._clocks.claim_batch)
-        if free <= 0:  # its runs turned long since ``due_at`` looked, and every slot is taken
-            return False
+    def _claim_queue(self, queue: str, lane, now: float, *, limit: int) -> bool:
+        """One claim of up to ``limit`` jobs of ``queue`` into ``lane``; returns whether it came up short."""
         lane.freed_at = None
         floor = self._floors.floor(queue, now)
         started = time.monotonic()
         try:
             with self._lost_claims.claiming():  # booked below, on this thread, before any settle
-                claim = self._limited.claim(queue=queue, limit=free, worker_id=self._worker_name, floor=floor)
+                claim = self._limited.claim(queue=queue, limit=limit, worker_id=self._worker_name, floor=floor)
         except DATABASE_ERRORS as exc:
             if isinstance(exc, IntegrityError) and services.is_lock_key_race(exc):
                 # Another queue's worker took a job with the same lock_key at the same moment: claim again.
                 metrics.CLAIM_RACES.labels(queue=queue).inc()
                 return False
-            if is_transient_error(exc) or not self._set_aside_unclaimable(queue, free):
+            if is_transient_error(exc) or not self._set_aside_unclaimable(queue, limit):
                 raise
             return False
         ended = time.monotonic()
@@ -196,7 +196,7 @@ class Claimer:
         self._meters.running[queue].set(lane.executing)
         # A short batch: nothing more is claimable in this queue now. Jobs waiting on a busy
         # lock_key become claimable when it frees: a NOTIFY (or our own recording) says so.
-        if len(jobs) < free:
+        if len(jobs) < limit:
             self.may_have_work[queue] = False
             self._limited.came_up_short(queue)
             return True
