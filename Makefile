@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-requirements
 
-.PHONY: install setup run demo test test-image image lock compose-secrets lint docs api-reference bench-tracking bench-jobs bench-peers bench-costs bench-ablation bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-shapes bench-worker-size bench-chaos db-stop clean
+.PHONY: install setup run demo test test-image image lock compose-secrets lint docs api-reference bench-tracking bench-jobs bench-peers bench-costs bench-ablation bench-processes bench-ingestion bench-dbstates bench-fleet bench-web bench-big bench-shapes bench-worker-size bench-chaos bench-upgrade db-stop clean
 
 $(INSTALLED): requirements.txt requirements/service.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -127,6 +127,10 @@ bench-shapes: install
 # Faults at a production rate (restart, kills, held xmin, a frozen worker, ...), on a cluster of its own.
 bench-chaos: install
 	$(BIN)/python bench/chaos.py $(BENCH_ARGS)
+
+# A release rolled out under load: the previous release's fleet, this release's migrations and fleet, the old stopped.
+bench-upgrade: install
+	$(BIN)/python bench/upgrade.py $(BENCH_ARGS)
 
 # The worker on those tables (after bench-big): drain and pickup beside an empty database, retention under churn.
 bench-worker-size: install

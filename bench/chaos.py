@@ -3,6 +3,7 @@
     .venv/bin/python bench/chaos.py                          # every scenario, 1,000 jobs/s offered
     .venv/bin/python bench/chaos.py --scenario restart --scenario freeze --rate 500
     .venv/bin/python bench/chaos.py --scenario held-xmin --preload 1000000   # at a year's size
+    .venv/bin/python bench/chaos.py --failovers                # a primary replaced by its standby
 
 A PostgreSQL cluster of its own is made for the run (initdb with the machine's PostgreSQL
 binaries, max_connections = 100, in a temporary directory), so that restarting, killing and
@@ -26,6 +27,14 @@ Scenarios (``--fault-sec`` overrides a fault's length):
     freeze           a worker stopped (SIGSTOP) past its jobs' lease, then continued
     pgbouncer        the service behind PgBouncer (transaction mode), the pooler restarted
 
+and, with ``--failovers`` (or named), on a primary and a streaming standby of their own, the
+service given both hosts (see chaos_failover.py):
+
+    failover         the primary stopped hard, the standby promoted (asynchronous replication)
+    failover-sync    the same with a synchronous standby
+    switchover       planned: the primary stopped cleanly, the standby promoted, the old one its standby
+    read-only        the primary fenced read-only under the service, the standby promoted
+
 Measured, from the jobs' own rows and events afterwards (see chaos_report.py): jobs lost and
 run more than once, the seconds until the throughput and the pickup latency were back to clean,
 pickup p99 per phase, dead rows in dl_jobs at the fault's end, the producer's failed calls, the
@@ -46,6 +55,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import chaos_failover
 import psycopg
 from chaos_report import Phases, WebProbe, print_report, print_timeline, scenario_report
 from common import PYTHON, ROOT, bench_env, manage, stop
@@ -68,6 +78,7 @@ class Rig:
     logs: Path
     bouncer: object | None = None
     workers: list = field(default_factory=list)
+    standby: Path | None = None  # the standby's directory, in the failover scenarios
     control_file: Path | None = None
     rate: float = 0.0
     counters: dict = field(default_factory=dict)
@@ -234,6 +245,7 @@ class Scenario:
     fault: object
     fault_sec: float
     behind_pooler: bool = False
+    replication: str | None = None  # "async" or "sync": on a primary and a standby of its own
 
 
 SCENARIOS = {
@@ -250,6 +262,10 @@ SCENARIOS = {
         Scenario("listener-kills", listener_kills, 30),
         Scenario("freeze", freeze, LEASE_TTL_SEC + 15),
         Scenario("pgbouncer", pgbouncer_restart, 2, behind_pooler=True),
+        Scenario("failover", chaos_failover.failover, 0, replication="async"),
+        Scenario("failover-sync", chaos_failover.failover, 0, replication="sync"),
+        Scenario("switchover", chaos_failover.switchover, 0, replication="async"),
+        Scenario("read-only", chaos_failover.read_only, chaos_failover.READ_ONLY_HELD_SEC, replication="async"),
     )
 }
 
@@ -282,12 +298,14 @@ def fresh_tables(server: dict, preload: int) -> None:
 
 
 @contextmanager
-def producing(rig: Rig, tag: str):
+def producing(rig: Rig, tag: str, *, code: Path = ROOT):
+    """The producer of the checkout at ``code`` (this one unless told; ``rig.env``'s PYTHONPATH
+    names it too) sending while the block runs."""
     status = rig.logs / "producer.json"
     log = (rig.logs / "producer.log").open("w")
     process = subprocess.Popen(
         [PYTHON, "bench/chaos_producer.py", tag, str(rig.control_file), str(status)],
-        cwd=ROOT,
+        cwd=code,
         env=rig.env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -337,8 +355,21 @@ def print_statements(rig: Rig) -> None:
 
 
 def run_scenario(scenario: Scenario, base: Rig, args) -> dict:
-    rig = Rig(server=base.server, directory=base.directory, env=base.env, logs=base.logs / scenario.name)
-    rig.logs.mkdir()
+    with ExitStack() as stack:
+        rig = Rig(server=base.server, directory=base.directory, env=base.env, logs=base.logs / scenario.name)
+        rig.logs.mkdir()
+        if scenario.replication:
+            pair = base.logs.parent / scenario.name
+            pair.mkdir()
+            rig.server, rig.directory, rig.standby = stack.enter_context(
+                chaos_failover.replicated_pair(pair, synchronous=scenario.replication == "sync")
+            )
+            prepare_databases(rig.server)
+            rig.env = direct_environment(rig.server)
+        return _run_scenario(scenario, rig, base, args)
+
+
+def _run_scenario(scenario: Scenario, rig: Rig, base: Rig, args) -> dict:
     rig.control_file, rig.rate, rig.bouncer = rig.logs / "control.json", args.rate, base.bouncer
     if scenario.behind_pooler:
         rig.env = environment(base.server, base.bouncer.port)
@@ -376,12 +407,21 @@ def run_scenario(scenario: Scenario, base: Rig, args) -> dict:
                 worker.send_signal(signal.SIGCONT)  # a frozen one must hear the stop
                 stop(worker)
     with rig.direct() as conn:
-        return scenario_report(conn, scenario.name, phases, rig.counters, probe, drain_sec, args.rate)
+        report = scenario_report(conn, scenario.name, phases, rig.counters, probe, drain_sec, args.rate)
+        if scenario.replication:
+            offered = rig.counters["producer"]["offered"]
+            report["fault"]["told enqueued, missing"] = chaos_failover.enqueued_then_missing(
+                conn, scenario.name, offered
+            )
+        return report
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="default: all, in order")
+    parser.add_argument(
+        "--scenario", action="append", choices=sorted(SCENARIOS), help="default: all but the failovers, in order"
+    )
+    parser.add_argument("--failovers", action="store_true", help="the failover scenarios (chaos_failover.py), in order")
     parser.add_argument("--rate", type=float, default=1000, help="jobs a second offered (default 1,000)")
     parser.add_argument("--warmup-sec", type=float, default=15)
     parser.add_argument("--clean-sec", type=float, default=15)
@@ -389,6 +429,7 @@ def main() -> None:
     parser.add_argument("--fault-sec", type=float, help="every fault's length (default: each scenario's own)")
     parser.add_argument("--preload", type=int, default=0, help="finished jobs in the table before each scenario")
     parser.add_argument("--timeline", action="store_true", help="print each scenario second by second")
+    parser.add_argument("--json", type=Path, help="also write the reports here")
     parser.add_argument(
         "--statements", action="store_true", help="print the statements that took longest in each scenario's phases"
     )
@@ -398,7 +439,8 @@ def main() -> None:
     # A stopped bench (SIGTERM) leaves the way Ctrl-C does: its workers, servers and cluster go with it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    names = args.scenario or list(SCENARIOS)
+    failovers = [name for name, scenario in SCENARIOS.items() if scenario.replication]
+    names = args.scenario or (failovers if args.failovers else [name for name in SCENARIOS if name not in failovers])
     reports = []
     with ExitStack() as stack:
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chaos-")))
@@ -428,6 +470,8 @@ def main() -> None:
             if args.timeline:
                 print_timeline(report)
         print_report(reports, header=True)
+        if args.json:
+            args.json.write_text(json.dumps(reports, indent=2, default=str))
 
 
 def direct_environment(server: dict) -> dict:

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pipeline_project.settings")
 
-from pipeline_project.db.connections import connection_params, database_url  # noqa: E402 - importable once ROOT is on sys.path
+from pipeline_project.db.connections import connection_params  # noqa: E402 - importable once ROOT is on sys.path
+from pipeline_project.db.urls import database_url  # noqa: E402 - importable once ROOT is on sys.path
 
 PYTHON = sys.executable
 # A prefix of its own lets two benchmarks share one server without dropping each other's databases.
@@ -91,8 +92,9 @@ def bench_connection(params: dict, alias: str, **kwargs) -> psycopg.Connection:
     return psycopg.connect(**{**params, "dbname": BENCH_DATABASES[alias]}, **kwargs)
 
 
-def manage(env: dict, *args: str) -> str:
-    result = subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+def manage(env: dict, *args: str, code: Path = ROOT) -> str:
+    """``manage.py`` of the checkout at ``code`` (this one unless told), its output."""
+    result = subprocess.run([PYTHON, "manage.py", *args], cwd=code, env=env, check=True, capture_output=True, text=True)
     return result.stdout
 
 

@@ -47,7 +47,7 @@ import psycopg
 from common import PYTHON, ROOT, Background, HttpClient, bench_env, free_port, manage, print_table, stop
 from psycopg import sql
 
-from pipeline_project.db.connections import database_url
+from pipeline_project.db.urls import database_url
 
 DATABASES = {"default": "fleet_control", "pipeline": "fleet_pipeline"}
 QUEUE = "bench"
@@ -79,8 +79,9 @@ def postgres_bin() -> Path:
 
 
 @contextmanager
-def scratch_server(directory: Path, *, statements: bool = False):
-    """A PostgreSQL server of our own: max_connections = 100, loopback, trust; its log in ``directory``."""
+def scratch_server(directory: Path, *, statements: bool = False, extra: str = ""):
+    """A PostgreSQL server of our own: max_connections = 100, loopback, trust; its log in
+    ``directory``; ``extra`` settings (lines of postgresql.conf) besides."""
     data, port = directory / "data", free_port()
     if os.geteuid() == 0:
         shutil.chown(directory, "postgres")
@@ -96,7 +97,7 @@ def scratch_server(directory: Path, *, statements: bool = False):
         settings += "shared_preload_libraries = 'pg_stat_statements, auto_explain'\npg_stat_statements.track = all\n"
         settings += "auto_explain.log_min_duration = '1s'\nauto_explain.log_nested_statements = on\n"
         settings += "log_lock_waits = on\nlog_autovacuum_min_duration = '1s'\n"
-    (data / "postgresql.auto.conf").write_text(settings)
+    (data / "postgresql.auto.conf").write_text(settings + extra)
     log = directory / "server.log"
     pg_ctl(directory, "-l", log, "start")
     try:
@@ -172,7 +173,9 @@ def workers(env: dict, count: int, logs: Path, server: dict):
 
 
 @contextmanager
-def web(env: dict, logs: Path):
+def web(env: dict, logs: Path, *, code: Path = ROOT):
+    """The web server as deployed, of the checkout at ``code`` (this one unless told; ``env``'s
+    PYTHONPATH names it too); its port."""
     port = free_port()
     log = (logs / "web.log").open("w")
     process = subprocess.Popen(
@@ -182,7 +185,7 @@ def web(env: dict, logs: Path):
             "pipeline_project/gunicorn_conf.py",
             "pipeline_project.asgi:application",
         ],
-        cwd=ROOT,
+        cwd=code,
         env={**env, "WEB_BIND": f"127.0.0.1:{port}", "WEB_WORKERS": "4"},
         stdout=log,
         stderr=subprocess.STDOUT,

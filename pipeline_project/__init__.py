@@ -1,3 +1,3 @@
 """Pipeline control plane: project package (settings, urls, routing, bootstrap)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

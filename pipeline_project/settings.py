@@ -10,11 +10,10 @@ import os
 import secrets
 from pathlib import Path
 
-import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from pipeline_project.db.connections import check_pooled_connection
-from pipeline_project.db.routers import pipeline_url_from
+from pipeline_project.db.urls import databases_from
 from pipeline_project.environment import env_bool, env_list, env_number, env_secret
 from pipeline_project.logging import logging_config
 
@@ -145,19 +144,18 @@ if DB_BEHIND_POOLER and not DB_LISTEN_URL:
         "DB_BEHIND_POOLER=1 needs DB_LISTEN_URL: a direct connection to the default database for LISTEN "
         "(through a transaction pooler, notifications are lost and workers wait for the safety sweep)"
     )
-if DATABASE_URL:
-    DATABASES = {
-        "default": dj_database_url.parse(DATABASE_URL),
-        "pipeline": dj_database_url.parse(env_secret("PIPELINE_DATABASE_URL") or pipeline_url_from(DATABASE_URL)),
-    }
-    # A URL written without its password takes DATABASE_PASSWORD (or the file DATABASE_PASSWORD_FILE
-    # names: the secret PostgreSQL's own container reads as POSTGRES_PASSWORD_FILE).
-    for _database in DATABASES.values():
-        _database["PASSWORD"] = _database.get("PASSWORD") or env_secret("DATABASE_PASSWORD")
+if DATABASE_URL:  # a URL without its password takes DATABASE_PASSWORD (or DATABASE_PASSWORD_FILE's)
+    DATABASES = databases_from(
+        DATABASE_URL, env_secret("PIPELINE_DATABASE_URL"), password=env_secret("DATABASE_PASSWORD")
+    )
 else:
     from pipeline_project.db import embedded as embedded_postgres
 
     DATABASES = embedded_postgres.database_settings()
+
+# A migration waiting longer for a lock gives up (the queue's statements would wait behind it) and is tried again.
+MIGRATION_LOCK_TIMEOUT_MS = env_number("MIGRATION_LOCK_TIMEOUT_MS", 500, int)
+MIGRATION_LOCK_ATTEMPTS = env_number("MIGRATION_LOCK_ATTEMPTS", 60, int)
 
 # Every process takes its connections to each database from one pool of its own
 # (``pipeline_project.db.postgresql``): at most DB_POOL_SIZE, whatever its threads or slots. A thread
@@ -185,6 +183,7 @@ for _database in DATABASES.values():
         "check": check_pooled_connection,
     }
     _options["application_name"] = os.environ.get("DB_APPLICATION_NAME", "pipeline-control")
+    _options.setdefault("target_session_attrs", "read-write")  # of several hosts, the primary (db/urls.py)
     if DB_BEHIND_POOLER:
         # A transaction-pooling PgBouncer keeps neither server-side cursors nor (before 1.21, and
         # after it only with max_prepared_statements) prepared statements, and refuses startup

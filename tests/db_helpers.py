@@ -6,7 +6,8 @@ from contextlib import contextmanager
 import psycopg
 from django.db import connections
 
-from pipeline_project.db.connections import connection_params, database_url
+from pipeline_project.db.connections import connection_params
+from pipeline_project.db.urls import database_url
 
 
 def raw_connection(alias: str = "default", **kwargs) -> psycopg.Connection:

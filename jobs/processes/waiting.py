@@ -10,12 +10,8 @@ from jobs.processes.types import PreparedTask, StepTimeoutError, TaskOutcome
 from pipeline_project.db import sql
 from pipeline_project.db.connections import release_connections, returning_connections
 from pipeline_project.web.follow import NOTHING_YET, Read, follow, follow_blocking
-from pipeline_project.web.notifications import (
-    Listening,
-    WaitingResources,
-    blocking_hub,
-    waiting_resources,
-)
+from pipeline_project.web.notifications import Listening, blocking_hub
+from pipeline_project.web.waiting import WaitingResources, waiting_resources
 
 ENDED = ("finished", "error", "cancelled")
 RECHECK_SEC = 5.0  # a waiter re-reads its task this often without a notification

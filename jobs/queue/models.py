@@ -277,6 +277,9 @@ class Worker(models.Model):
     started_at = models.DateTimeField(db_default=TransactionNow())
     heartbeat_at = models.DateTimeField(db_default=TransactionNow())
     running_jobs = models.IntegerField(default=0)
+    # The release the worker runs, so that a rollout shows which workers are old and new. Workers of
+    # 0.1.0 did not say: their rows take ''.
+    version = models.TextField(db_default="", blank=True)
 
     class Meta:
         db_table = "dl_workers"

@@ -266,6 +266,7 @@ def workers() -> list[dict]:
             "pid": worker.pid,
             "queues": worker.queues,
             "running_jobs": worker.running_jobs,
+            "version": worker.version,
             "started_at": worker.started_at,
             "last_seen_at": worker.heartbeat_at,
             "alive": worker.heartbeat_at >= cutoff,

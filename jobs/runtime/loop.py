@@ -15,6 +15,8 @@ from django.db import connection
 from jobs.runtime.database import DATABASE_ERRORS, error_extra, retry_delay, session_lock_take
 from jobs.runtime.periodic import PeriodicRunner
 from pipeline_project.db.connections import (
+    LISTENER_CHECK_SEC,
+    check_listener,
     connection_wait_left,
     end_connection_waits_at,
     interrupt_connection_wait,
@@ -107,6 +109,7 @@ class Runtime:
         self._listener: psycopg.Connection | None = None
         self._notified = True  # the listener may have notifications to read (reading none is harmless)
         self._next_sweep = time.monotonic() + sweep_sec
+        self._next_listener_check = time.monotonic() + LISTENER_CHECK_SEC
         self._stop_at: float | None = None  # when run() must have returned (set by the stop)
         self._work_until: float | None = None  # when runs still in flight are released
         self._retry_at = 0.0
@@ -182,6 +185,7 @@ class Runtime:
             self._ensure_connected()
             if self._notified:
                 self._take_notifications()
+            self._check_listener_if_due()
             self._sweep_if_due()
             now = time.monotonic()
             stopping = self.stop_requested.is_set()  # asked during the wait: claim nothing more
@@ -215,7 +219,7 @@ class Runtime:
         now = time.monotonic()
         if self._listener is None and now >= self._retry_at:
             return 0.0  # not connected yet (or no longer): connect and look for work now
-        deadlines = [self._next_sweep]
+        deadlines = [self._next_sweep, self._next_listener_check]
         for source in self.sources:
             due = source.deadline(now, stopping)
             if due is not None:
@@ -273,14 +277,22 @@ class Runtime:
             if source is not None:
                 source.notified(notify.channel, notify.payload)
 
+    def _check_listener_if_due(self) -> None:
+        """A dead LISTEN connection, or one left on a server that no longer takes writes (fenced
+        read-only, demoted), raises here: it is then made again, on the primary."""
+        now = time.monotonic()
+        if now < self._next_listener_check:
+            return
+        self._next_listener_check = now + LISTENER_CHECK_SEC
+        check_listener(self._listener)
+        self._notified = True  # notifications that came with its answer wait to be read
+
     def _sweep_if_due(self) -> None:
-        """The safety net for a lost notification: check the listener and look everywhere now and then."""
+        """The safety net for a lost notification: look everywhere now and then."""
         now = time.monotonic()
         if now < self._next_sweep:
             return
         self._next_sweep = now + self._sweep_sec
-        self._listener.execute("SELECT 1")  # a dead LISTEN connection raises here
-        self._notified = True  # notifications that came with its answer wait to be read
         for source in self.sources:
             source.recheck()
 

@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from urllib.parse import quote
 
 import psycopg
 from psycopg import pq, sql
@@ -18,6 +17,18 @@ from psycopg.conninfo import conninfo_to_dict
 # serialization), insufficient resources (53), operator intervention (57: shutdown, cancel),
 # system (58). Others (22 data, 23 integrity, 54 program limit, 42 ...) refuse the statement itself.
 TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57", "58"})
+# And a write sent to a server that no longer takes writes (a primary fenced read-only before a
+# switchover, a demoted one): the same statement passes on the new primary.
+TRANSIENT_SQLSTATES = frozenset({"25006"})  # read_only_sql_transaction
+# A LISTEN connection is asked this often whether its server still takes writes: left on one that
+# does not, it would never be notified again (the writes, and their NOTIFYs, go to the new primary).
+LISTENER_CHECK_SEC = 2.0
+
+
+class ServerReadOnly(psycopg.OperationalError):
+    """The server of a connection no longer takes writes: the connection must go (a new one finds
+    the primary: ``target_session_attrs=read-write``)."""
+
 
 # Django passes these to psycopg.connect for its own cursors; a plain connection must not get them.
 _DJANGO_ONLY_PARAMS = ("cursor_factory", "context")
@@ -62,14 +73,6 @@ def ensure_databases(*, params: dict, names: tuple[str, ...]) -> None:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
-def database_url(params: dict) -> str:
-    """A DATABASE_URL for psycopg.connect() parameters (a socket directory as host included)."""
-    host = quote(params.get("host") or "localhost", safe="")
-    port = f":{params['port']}" if params.get("port") else ""
-    password = f":{quote(params['password'], safe='')}" if params.get("password") else ""
-    return f"postgres://{params.get('user') or 'postgres'}{password}@{host}{port}/{params['dbname']}"
-
-
 def is_transient_error(exc: BaseException) -> bool:
     """Whether a database error may pass if the statement is tried again later (a restart, a
     dropped connection), as opposed to a refusal of the statement's data."""
@@ -81,7 +84,24 @@ def is_transient_error(exc: BaseException) -> bool:
     sqlstate = getattr(cause, "sqlstate", None)
     if sqlstate is None:  # no answer from the server at all: the connection failed
         return isinstance(exc, (OperationalError, psycopg.OperationalError))
-    return sqlstate[:2] in TRANSIENT_SQLSTATE_CLASSES
+    return sqlstate[:2] in TRANSIENT_SQLSTATE_CLASSES or sqlstate in TRANSIENT_SQLSTATES
+
+
+def takes_writes(conn: psycopg.Connection | psycopg.AsyncConnection) -> bool:
+    """Whether the server of ``conn`` takes writes, as it last said (no round trip): a standby
+    (``in_hot_standby``) or a primary fenced read-only (``default_transaction_read_only``) does not.
+    PostgreSQL 14 and later report both at connection and with the answer after either changes.
+    (Through a pooler neither is reported: the pooler's own servers are its business.)"""
+    status = conn.pgconn.parameter_status
+    return status(b"in_hot_standby") != b"on" and status(b"default_transaction_read_only") != b"on"
+
+
+def check_listener(conn: psycopg.Connection) -> None:
+    """A round trip on a LISTEN connection (a dead one raises), then whether its server still takes
+    writes (``ServerReadOnly`` if not)."""
+    conn.execute("SELECT 1")
+    if not takes_writes(conn):
+        raise ServerReadOnly("the LISTEN connection's server no longer takes writes")
 
 
 def release_connections(*, abandon_transactions: bool = True) -> None:
@@ -146,13 +166,16 @@ def session_set(conn: psycopg.Connection, parameters: dict[str, str], *, restore
 
 def check_pooled_connection(conn: psycopg.Connection) -> None:
     """The pool's check before it lends a connection. No round trip (a worker's lane borrows one
-    per run): a connection known to be dead is refused, and the pool opens another. Known dead: it
-    failed, or the server ended it while it sat idle in the pool (a terminated backend, a restart):
-    the server then sends its reason and closes the socket, which an idle connection is sent
-    nothing else on. Session settings the last borrower changed for itself (``session_set``) are
-    reset first."""
+    per run): a connection known to be dead, or to a server that no longer takes writes, is
+    refused, and the pool opens another. Known dead: it failed, or the server ended it while it sat
+    idle in the pool (a terminated backend, a restart): the server then sends its reason and closes
+    the socket, which an idle connection is sent nothing else on. Session settings the last
+    borrower changed for itself (``session_set``) are reset first."""
     if conn.closed or conn.broken or ended_while_idle(conn):
         raise psycopg.OperationalError("the pooled connection is closed")
+    if not takes_writes(conn):
+        conn.close()  # closed, the pool opens another; open, it would take this one back as good
+        raise ServerReadOnly("the pooled connection's server no longer takes writes")
     restore = conn.__dict__.pop("_session_restore", ())
     if restore:
         with conn.pipeline():  # one round trip

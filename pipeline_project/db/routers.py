@@ -1,7 +1,5 @@
 """Database routing: the tracking app lives on the ``pipeline`` alias, everything else on ``default``."""
 
-from urllib.parse import urlsplit, urlunsplit
-
 PIPELINE_APPS = frozenset({"tracking"})
 
 
@@ -20,10 +18,3 @@ class PipelineRouter:
 
     def allow_migrate(self, db, app_label, model_name=None, **hints):
         return db == self._alias(app_label)
-
-
-def pipeline_url_from(default_url: str) -> str:
-    """The same server as DATABASE_URL, database name suffixed with ``_pipeline`` (the default)."""
-    parts = urlsplit(default_url)
-    name = parts.path.lstrip("/") or "postgres"
-    return urlunsplit(parts._replace(path=f"/{name}_pipeline"))

@@ -34,7 +34,7 @@ from django.core.handlers.base import BaseHandler
 from django.db import connections
 from django.urls import Resolver404, get_resolver, set_script_prefix
 
-from pipeline_project.web.notifications import close_shared_resources, open_shared_resources
+from pipeline_project.web.waiting import close_shared_resources, open_shared_resources
 
 
 class BoundedBody:

@@ -19,7 +19,7 @@ from prometheus_client import Gauge
 
 from pipeline_project.api.rendering import json_text
 from pipeline_project.web.follow import Read, follow
-from pipeline_project.web.notifications import waiting_resources
+from pipeline_project.web.waiting import waiting_resources
 
 NDJSON = "application/x-ndjson"
 HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-store"}  # no proxy holds lines back; nothing kept

@@ -1,36 +1,32 @@
-"""What long-lived responses wait with: a notification hub and a small async connection pool.
+"""What long-lived responses wait with: a notification hub (and a small async connection pool,
+``pipeline_project.web.waiting``).
 
 A client following a job's events (or waiting for a process call, or following an sqlrs job)
 holds no thread and no database connection while it waits: it holds a subscription to the
 process's :class:`NotificationHub`, which has one LISTEN connection per channel for all of
 its subscribers, and borrows a connection from the async pool only to read. How it reads and
 waits until done is ``pipeline_project.web.follow``, the same for every stream and waiter.
-
-The ASGI application opens these once per process (lifespan startup) and closes them at
-shutdown; code running where they are not open (an ASGI test client, a WSGI server
-consuming an async stream) gets its own for the duration of ``waiting_resources()``.
 """
 
 import asyncio
-import logging
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 
 import psycopg
-from django.conf import settings
 from psycopg import sql
-from psycopg_pool import AsyncConnectionPool
 
-from pipeline_project.db.connections import connection_params, listen_connection_params
-
-log = logging.getLogger("pipeline.notifications")
+from pipeline_project.db.connections import (
+    LISTENER_CHECK_SEC,
+    ServerReadOnly,
+    listen_connection_params,
+    takes_writes,
+)
+from pipeline_project.db.outages import OUTAGES
 
 RECONNECT_AFTER_SEC = (0.1, 0.5, 1.0, 2.0, 5.0)
-POOL_MAX_SIZE = 4
 # Each listener remembers its latest notifications, so that a subscription made just after one
 # (its key was known only then) still gets it: see ``Listening``.
 RECENT_NOTIFICATIONS = 4096
@@ -164,18 +160,29 @@ class _ChannelListener:
                     self.wake_all()  # notifications may have been missed: every subscriber re-reads
                 failures = 0
                 self._ready.set()
-                async for notify in self._connection.notifies():
-                    self._deliver(notify.payload)
+                while True:
+                    async for notify in self._connection.notifies(timeout=LISTENER_CHECK_SEC):
+                        self._deliver(notify.payload)
+                    await self._check_connection()
+                    OUTAGES.answered()
             except psycopg.Error as exc:
                 self.connections += 1  # what the lost connection would have brought is unknown
                 delay = RECONNECT_AFTER_SEC[min(failures, len(RECONNECT_AFTER_SEC) - 1)]
                 failures += 1
-                log.warning("LISTEN connection lost; reconnecting", extra={"channel": self.channel, "error": str(exc)})
+                # One line per episode, whatever the number of attempts (as every process logs outages).
+                OUTAGES.failed(exc, during=f"the web server's LISTEN on {self.channel}")
                 self.wake_all()
                 self._ready.set()  # subscribers need not wait for the reconnection: they re-read anyway
                 if self._connection is not None:
                     await self._connection.close()
                 await asyncio.sleep(delay)
+
+    async def _check_connection(self) -> None:
+        """A round trip (a dead connection raises), then whether the server still takes writes: on
+        one that does not (fenced read-only, demoted), nothing would be notified again."""
+        await self._connection.execute("SELECT 1")
+        if not takes_writes(self._connection):
+            raise ServerReadOnly("the LISTEN connection's server no longer takes writes")
 
     def _deliver(self, payload: str) -> None:
         keys, _newline, data = payload.partition("\n")
@@ -256,67 +263,6 @@ class NotificationHub:
         for listener in self._listeners.values():
             await listener.close()
         self._listeners.clear()
-
-
-@dataclass
-class WaitingResources:
-    hub: NotificationHub
-    pool: AsyncConnectionPool
-
-    @classmethod
-    async def open(cls) -> "WaitingResources":
-        pool = AsyncConnectionPool(
-            kwargs={**connection_params(), "autocommit": True},
-            min_size=0,
-            max_size=POOL_MAX_SIZE,
-            max_idle=settings.DB_POOL_MAX_IDLE_SEC,
-            open=False,
-        )
-        await pool.open()
-        return cls(hub=NotificationHub(), pool=pool)
-
-    async def close(self) -> None:
-        await self.hub.close()
-        await self.pool.close()
-
-
-_shared: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WaitingResources]" = weakref.WeakKeyDictionary()
-
-
-async def open_shared_resources() -> None:
-    """The ASGI application's lifespan startup: resources for every request of this process."""
-    _shared[asyncio.get_running_loop()] = await WaitingResources.open()
-
-
-async def close_shared_resources() -> None:
-    resources = _shared.pop(asyncio.get_running_loop(), None)
-    if resources is not None:
-        await resources.close()
-
-
-def end_follows() -> None:
-    """End every follow waiting on this loop's shared hub (the web server's shutdown)."""
-    resources = shared_resources()
-    if resources is not None:
-        resources.hub.end()
-
-
-def shared_resources() -> WaitingResources | None:
-    return _shared.get(asyncio.get_running_loop())
-
-
-@asynccontextmanager
-async def waiting_resources():
-    """The process's resources if the ASGI application opened them, else ones of our own."""
-    shared = shared_resources()
-    if shared is not None:
-        yield shared
-        return
-    own = await WaitingResources.open()
-    try:
-        yield own
-    finally:
-        await own.close()
 
 
 class _BlockingHub:

@@ -12,7 +12,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn_worker import UvicornWorker as BaseUvicornWorker
 
 from pipeline_project.environment import env_number
-from pipeline_project.web.notifications import end_follows
+from pipeline_project.web.waiting import end_follows
 
 
 class UvicornWorker(BaseUvicornWorker):

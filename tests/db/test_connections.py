@@ -14,6 +14,8 @@ from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pipeline_project.db.connections import (
+    ServerReadOnly,
+    check_listener,
     check_pooled_connection,
     connection_params,
     end_connection_waits_at,
@@ -21,6 +23,7 @@ from pipeline_project.db.connections import (
     interrupt_connection_wait,
     is_transient_error,
     session_set,
+    takes_writes,
 )
 from pipeline_project.db.postgresql.base import DatabaseWrapper, WaitCut
 from tests.conftest import ALL_DATABASES
@@ -106,6 +109,49 @@ def test_session_settings_a_borrower_made_for_itself_are_reset_before_the_next()
             assert conn.execute("SHOW plan_cache_mode").fetchone()[0] == "force_generic_plan"
             session_set(conn, {"synchronous_commit": "off"}, restore=True)  # set again: it was reset
             assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+
+
+def test_a_write_on_a_server_that_no_longer_takes_writes_is_transient_and_the_server_says_so():
+    """As a primary fenced read-only before a switchover answers (ALTER SYSTEM SET
+    default_transaction_read_only = on, reloaded): SQLSTATE 25006, and the parameter reported."""
+    with raw_connection(autocommit=True) as conn:
+        assert takes_writes(conn)
+        conn.execute("SET default_transaction_read_only = on")
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction) as refused:
+            conn.execute("CREATE TEMP TABLE t (n int)")
+        assert not takes_writes(conn)
+    assert is_transient_error(refused.value)
+    assert is_transient_error(error_of("SET LOCAL transaction_read_only = on; CREATE TEMP TABLE t (n int)"))
+
+
+def test_the_pool_lends_no_connection_to_a_server_that_no_longer_takes_writes():
+    with pool_of_one() as pool:
+        with pool.connection() as conn:
+            first = conn.info.backend_pid
+            conn.execute("SET default_transaction_read_only = on")
+        with pool.connection() as conn:
+            assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] != first
+            assert conn.execute("SHOW default_transaction_read_only").fetchone()[0] == "off"
+    with raw_connection(autocommit=True) as conn:
+        conn.execute("SET default_transaction_read_only = on")
+        with pytest.raises(ServerReadOnly):
+            check_pooled_connection(conn)
+
+
+def test_a_listen_connection_is_checked_alive_and_on_a_server_that_takes_writes():
+    with raw_connection(autocommit=True) as conn:
+        check_listener(conn)
+        conn.execute("SET default_transaction_read_only = on")
+        with pytest.raises(ServerReadOnly):
+            check_listener(conn)
+        conn.close()
+        with pytest.raises(psycopg.OperationalError):
+            check_listener(conn)
+
+
+def test_the_service_connects_only_to_a_server_that_takes_writes():
+    """Its connections ask for read-write (a standby of the primary's hosts list is passed over)."""
+    assert connection_params()["target_session_attrs"] == "read-write"
 
 
 def test_the_pool_lends_no_connection_known_to_be_dead():

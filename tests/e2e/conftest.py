@@ -11,7 +11,8 @@ import psycopg
 import pytest
 
 from pipeline_project.db import embedded as embedded_postgres
-from pipeline_project.db.connections import connection_params, database_url, ensure_databases
+from pipeline_project.db.connections import connection_params, ensure_databases
+from pipeline_project.db.urls import database_url
 from tests.db_helpers import subprocess_database_env
 from tests.e2e import pgbouncer
 from tests.e2e.servers import FAST_ENV

@@ -19,7 +19,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pipeline_project.db.connections import connection_params, database_url
+from pipeline_project.db.connections import connection_params
+from pipeline_project.db.urls import database_url
 from tests.helpers import free_port, unprivileged_user
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"

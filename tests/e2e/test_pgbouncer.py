@@ -8,7 +8,8 @@ from unittest.mock import patch
 import psycopg
 import pytest
 
-from pipeline_project.db.connections import connection_params, database_url, listen_connection_params
+from pipeline_project.db.connections import connection_params, listen_connection_params
+from pipeline_project.db.urls import database_url
 from tests.db_helpers import subprocess_database_env
 from tests.e2e import pgbouncer
 from tests.e2e.conftest import manage

@@ -19,7 +19,7 @@ import pytest
 from jobs.processes import services as processes
 from jobs.processes.models import Task
 from pipeline_project.db.connections import connection_params
-from pipeline_project.web.notifications import POOL_MAX_SIZE
+from pipeline_project.web.waiting import POOL_MAX_SIZE
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.core.helpers import error_problem, missing_security_headers
 from tests.core.sweep import BODY_METHODS, METHODS, converter_value, json_routes

@@ -1,5 +1,7 @@
 """The notification hub on a real PostgreSQL: notifications sent from a second connection."""
 
+import asyncio
+
 import psycopg
 import pytest
 
@@ -69,11 +71,30 @@ def test_when_the_memory_may_have_forgotten_the_key_the_subscription_is_woken_to
 def test_a_lost_listen_connection_wakes_later_subscriptions_to_re_read():
     since = blocking_hub.listening(CHANNEL)
     with psycopg.connect(**connection_params(), autocommit=True) as admin:
-        admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s", [f'LISTEN "{CHANNEL}"']
-        )
+        admin.execute("SELECT pg_terminate_backend(%s)", [listener()._connection.info.backend_pid])
     wait_for(lambda: listener().connections > since.connection, what="the listener to notice")
 
     with blocking_hub.subscribe(CHANNEL, ["9"], since=since) as subscription:
         assert subscription.wait_blocking(0)
     assert subscription.received == {}
+
+
+def test_a_listen_connection_left_on_a_server_that_no_longer_takes_writes_is_made_again(monkeypatch):
+    monkeypatch.setattr(notifications, "LISTENER_CHECK_SEC", 0.1)
+    since = blocking_hub.listening(CHANNEL)
+    loop, _hub = blocking_hub._started()
+    fenced = listener()._connection
+    # What a primary fenced read-only says to its sessions (as after ALTER SYSTEM SET
+    # default_transaction_read_only = on and a reload): the parameter, reported with an answer.
+    asyncio.run_coroutine_threadsafe(fenced.execute("SET default_transaction_read_only = on"), loop).result(5)
+
+    wait_for(lambda: listener().connections > since.connection, what="the listener to leave the server")
+
+    with blocking_hub.subscribe(CHANNEL, ["7"], since=since) as subscription:
+        assert subscription.wait_blocking(0)  # woken to re-read what it may have missed
+    # One count for the connection left, one for the LISTEN made again.
+    wait_for(lambda: listener().connections >= since.connection + 2, what="a new LISTEN")
+    assert fenced.closed
+    with blocking_hub.subscribe(CHANNEL, ["8"]) as subscription:
+        notify("8\nback")
+        assert subscription.wait_blocking(5) and subscription.received == {"8": "back"}

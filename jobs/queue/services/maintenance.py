@@ -9,6 +9,7 @@ from datetime import datetime
 
 from django.db import transaction
 
+import pipeline_project
 from jobs.queue import throughput
 from jobs.queue.models import JOB_COUNTS
 from jobs.queue.services.leases import RUNNING_PICKED_BY
@@ -154,9 +155,15 @@ _PRUNE_IDENTICAL = """
 
 def worker_register(*, worker_id: uuid.UUID, hostname: str, pid: int, queues: dict[str, int]) -> None:
     sql.execute(
-        "INSERT INTO dl_workers (worker_id, hostname, pid, queues, running_jobs) "
-        "VALUES (%(worker_id)s, %(hostname)s, %(pid)s, %(queues)s::jsonb, 0)",
-        {"worker_id": worker_id, "hostname": hostname, "pid": pid, "queues": json.dumps(queues)},
+        "INSERT INTO dl_workers (worker_id, hostname, pid, queues, running_jobs, version) "
+        "VALUES (%(worker_id)s, %(hostname)s, %(pid)s, %(queues)s::jsonb, 0, %(version)s)",
+        {
+            "worker_id": worker_id,
+            "hostname": hostname,
+            "pid": pid,
+            "queues": json.dumps(queues),
+            "version": pipeline_project.__version__,
+        },
     )
 
 

@@ -5,6 +5,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import psycopg
 
@@ -26,6 +27,8 @@ class FakeListener:
         os.set_blocking(self._read, False)
         self.closed = False
         self.listening: list[str] = []
+        self.parameters: dict[bytes, bytes] = {}  # what its server reports (in_hot_standby, ...)
+        self.pgconn = SimpleNamespace(parameter_status=self.parameters.get)
         self._queue: deque[Notify] = deque()
 
     def fileno(self) -> int:

@@ -5,6 +5,7 @@ import time
 
 import psycopg
 
+from jobs.runtime import loop
 from jobs.runtime.loop import FINISH_SEC
 from tests.jobs.runtime.fakes import FakeListener, FakeSource, OperationalError, Running, make_runtime, wait_until
 
@@ -135,11 +136,27 @@ def test_a_database_error_backs_off_reconnects_and_looks_everywhere_again():
     assert source.rechecks == 2  # each new listener: notifications may have been missed
 
 
-def test_the_sweep_checks_the_listener_and_rechecks_every_source():
+def test_the_sweep_rechecks_every_source():
     source = FakeSource()
 
     with Running(make_runtime(source, sweep_sec=0.1)):
         wait_until(lambda: source.rechecks >= 3, timeout=2)
+
+
+def test_a_listener_left_on_a_server_that_no_longer_takes_writes_is_made_again(monkeypatch):
+    monkeypatch.setattr(loop, "LISTENER_CHECK_SEC", 0.05)
+    source = FakeSource()
+    runtime = make_runtime(source)
+
+    with Running(runtime):
+        wait_until(lambda: len(runtime.listeners) == 1)
+        runtime.listeners[0].parameters[b"default_transaction_read_only"] = b"on"  # fenced before a switchover
+        wait_until(lambda: len(runtime.listeners) == 2, timeout=3)
+        source.add("after")
+        wait_until(lambda: source.outcomes == ["after"])
+
+    assert runtime.listeners[0].closed
+    assert runtime.listeners[1].listening == runtime.listeners[0].listening
 
 
 def test_a_refused_statement_is_logged_as_an_error_with_its_traceback(caplog):

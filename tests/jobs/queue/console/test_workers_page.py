@@ -7,7 +7,9 @@ import re
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+import pipeline_project
 from jobs.queue import services
+from jobs.queue.models import Worker
 from tests.conftest import ALL_DATABASES
 from tests.jobs.queue.console.conftest import live_worker_name, queued
 
@@ -32,6 +34,16 @@ def test_each_worker_with_its_state_pid_and_queues(admin_client, workers):
     assert 'data-alive="false"' in silent and "dead" in silent and '<time class="moment"' in silent
     assert "1 alive of 2 workers" in html and 'data-refresh="?fragment=1"' in html
     assert admin_client.get(f"{WORKERS}add/").status_code == 403
+
+
+def test_each_worker_with_the_release_it_runs_so_a_rollout_shows_old_and_new(admin_client, workers):
+    Worker.objects.filter(worker_id=workers["silent"]).update(version="")  # 0.1.0's workers did not say
+
+    html = admin_client.get(WORKERS).content.decode()
+
+    assert f'<td class="worker-version nowrap">{pipeline_project.__version__}</td>' in worker_row(html, "host-live")
+    assert '<td class="worker-version nowrap">0.1.0 or older</td>' in worker_row(html, "host-silent")
+    assert Worker.objects.get(worker_id=workers["live"]).version == pipeline_project.__version__
 
 
 def test_the_jobs_a_worker_runs_now_with_their_task_queue_and_start(admin_client, workers):
