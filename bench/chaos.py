@@ -378,13 +378,13 @@ def _run_scenario(scenario: Scenario, rig: Rig, base: Rig, args) -> dict:
     fault_sec = args.fault_sec or scenario.fault_sec
     phases = Phases()
     with ExitStack() as stack:
-        port = stack.enter_context(web(rig.env, rig.logs))
+        port = stack.enter_context(web(rig.env, rig.logs, workers=args.web_workers))
         token = manage(rig.env, "apitoken", "create", f"chaos-{scenario.name}").strip()
         probe = stack.enter_context(WebProbe(port, token))
-        for index in range(2):
+        for index in range(args.workers):
             rig.start_worker(index)
         try:
-            wait_for_workers(rig, 2)
+            wait_for_workers(rig, args.workers)
             with producing(rig, scenario.name):
                 time.sleep(args.warmup_sec)
                 if args.statements:
@@ -430,6 +430,8 @@ def main() -> None:
     parser.add_argument("--preload", type=int, default=0, help="finished jobs in the table before each scenario")
     parser.add_argument("--timeline", action="store_true", help="print each scenario second by second")
     parser.add_argument("--json", type=Path, help="also write the reports here")
+    parser.add_argument("--workers", type=int, default=2, help="runworker processes (default 2)")
+    parser.add_argument("--web-workers", type=int, default=4, help="the web server's workers (default 4)")
     parser.add_argument(
         "--statements", action="store_true", help="print the statements that took longest in each scenario's phases"
     )
@@ -458,7 +460,7 @@ def main() -> None:
         base.bouncer = bouncer
         print(
             f"{os.cpu_count()} CPUs; PostgreSQL {postgres_bin().parts[-2]}, max_connections = {MAX_CONNECTIONS}; "
-            f"2 runworkers × {WORKER_SLOTS}; {args.rate:,.0f} no-op jobs/s offered; lease {LEASE_TTL_SEC} s; "
+            f"{args.workers} runworkers × {WORKER_SLOTS}, web workers {args.web_workers}; {args.rate:,.0f} no-op jobs/s offered; lease {LEASE_TTL_SEC} s; "
             f"phases: warm-up {args.warmup_sec:g} s, clean {args.clean_sec:g} s, fault, recovery "
             f"{args.recovery_sec:g} s; {args.preload:,} finished jobs preloaded",
             flush=True,

@@ -173,7 +173,7 @@ def workers(env: dict, count: int, logs: Path, server: dict):
 
 
 @contextmanager
-def web(env: dict, logs: Path, *, code: Path = ROOT):
+def web(env: dict, logs: Path, *, code: Path = ROOT, workers: int = 4):
     """The web server as deployed, of the checkout at ``code`` (this one unless told; ``env``'s
     PYTHONPATH names it too); its port."""
     port = free_port()
@@ -186,7 +186,7 @@ def web(env: dict, logs: Path, *, code: Path = ROOT):
             "pipeline_project.asgi:application",
         ],
         cwd=code,
-        env={**env, "WEB_BIND": f"127.0.0.1:{port}", "WEB_WORKERS": "4"},
+        env={**env, "WEB_BIND": f"127.0.0.1:{port}", "WEB_WORKERS": str(workers)},
         stdout=log,
         stderr=subprocess.STDOUT,
     )

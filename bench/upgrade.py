@@ -144,16 +144,18 @@ class Release:
         self.env = {**env, "PYTHONPATH": ":".join(str(path) for path in (code, packages) if path)}
         self.logs.mkdir()
         self.workers: list[subprocess.Popen] = []
+        self.web_workers = 0
         self.stack = ExitStack()
 
-    def start(self, workers: int) -> int:
+    def start(self, *, workers: int, web_workers: int) -> int:
+        self.web_workers = web_workers
         for index in range(workers):
             log = (self.logs / f"worker-{index}.log").open("a")
             command = [PYTHON, "manage.py", "runworker", "--queue", f"{QUEUE}:{WORKER_SLOTS}"]
             self.workers.append(
                 subprocess.Popen(command, cwd=self.code, env=self.env, stdout=log, stderr=subprocess.STDOUT)
             )
-        return self.stack.enter_context(web(self.env, self.logs, code=self.code))
+        return self.stack.enter_context(web(self.env, self.logs, code=self.code, workers=web_workers))
 
     def stop(self) -> list[int]:
         codes = [stop(worker, timeout=120) for worker in self.workers]
@@ -259,8 +261,8 @@ def roll_out(old: Release, new: Release, server: dict, probe: WebProbe, reader_s
         for alias, text in migrated.items()
     }
     timings["lock waits given up"] = sum(text.count("gave up waiting") for text in migrated.values())
-    probe.port = new.start(workers=2)
-    wait_for_workers(server, 4, new)
+    probe.port = new.start(workers=len(old.workers), web_workers=old.web_workers)
+    wait_for_workers(server, 2 * len(old.workers), new)
     timings["new fleet up s"] = round(time.monotonic() - started, 2)
     timings["old exit codes"] = old.stop()
     timings["rollout s"] = round(time.monotonic() - started, 2)
@@ -284,10 +286,10 @@ def run(args) -> dict:
         for alias in DATABASES:
             manage(old.env, "migrate", "--noinput", "--database", alias, code=old.code)
         new = Release("new", ROOT, env, directory / "logs" / "new")
-        port = old.start(workers=2)
+        port = old.start(workers=args.workers, web_workers=args.web_workers)
         stack.callback(new.stop)
         stack.callback(old.stop)
-        wait_for_workers(server, 2, old)
+        wait_for_workers(server, args.workers, old)
         token = manage(env, "apitoken", "create", "upgrade").strip()
         rig = Rig(server=server, directory=directory / "server", env=old.env, logs=directory / "logs")
         rig.control_file = rig.logs / "control.json"
@@ -350,6 +352,8 @@ def main() -> None:
         default=2,
         help="a reader holds every table from migrate's start until this long after a migration waits for it (default 2)",
     )
+    parser.add_argument("--workers", type=int, default=2, help="runworker processes of each release (default 2)")
+    parser.add_argument("--web-workers", type=int, default=4, help="its web server's workers (default 4)")
     parser.add_argument("--json", type=Path, help="also write the report here")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

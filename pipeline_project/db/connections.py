@@ -23,6 +23,7 @@ TRANSIENT_SQLSTATES = frozenset({"25006"})  # read_only_sql_transaction
 # A LISTEN connection is asked this often whether its server still takes writes: left on one that
 # does not, it would never be notified again (the writes, and their NOTIFYs, go to the new primary).
 LISTENER_CHECK_SEC = 2.0
+LISTENER_CHECK_SQL = "SELECT pg_is_in_recovery()"  # what a LISTEN connection runs besides LISTEN
 
 
 class ServerReadOnly(psycopg.OperationalError):
@@ -99,8 +100,13 @@ def takes_writes(conn: psycopg.Connection | psycopg.AsyncConnection) -> bool:
 def check_listener(conn: psycopg.Connection) -> None:
     """A round trip on a LISTEN connection (a dead one raises), then whether its server still takes
     writes (``ServerReadOnly`` if not)."""
-    conn.execute("SELECT 1")
-    if not takes_writes(conn):
+    listener_checked(conn, conn.execute(LISTENER_CHECK_SQL).fetchone()[0])
+
+
+def listener_checked(conn: psycopg.Connection | psycopg.AsyncConnection, in_recovery: bool) -> None:
+    """``ServerReadOnly`` if the answer to LISTENER_CHECK_SQL, or what the server reported with it,
+    says that it no longer takes writes."""
+    if in_recovery or not takes_writes(conn):
         raise ServerReadOnly("the LISTEN connection's server no longer takes writes")
 
 

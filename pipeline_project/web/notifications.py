@@ -20,9 +20,9 @@ from psycopg import sql
 
 from pipeline_project.db.connections import (
     LISTENER_CHECK_SEC,
-    ServerReadOnly,
+    LISTENER_CHECK_SQL,
     listen_connection_params,
-    takes_writes,
+    listener_checked,
 )
 from pipeline_project.db.outages import OUTAGES
 
@@ -180,9 +180,8 @@ class _ChannelListener:
     async def _check_connection(self) -> None:
         """A round trip (a dead connection raises), then whether the server still takes writes: on
         one that does not (fenced read-only, demoted), nothing would be notified again."""
-        await self._connection.execute("SELECT 1")
-        if not takes_writes(self._connection):
-            raise ServerReadOnly("the LISTEN connection's server no longer takes writes")
+        answer = await (await self._connection.execute(LISTENER_CHECK_SQL)).fetchone()
+        listener_checked(self._connection, answer[0])
 
     def _deliver(self, payload: str) -> None:
         keys, _newline, data = payload.partition("\n")

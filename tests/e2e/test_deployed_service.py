@@ -20,6 +20,7 @@ from django.contrib.auth import get_user_model
 
 from ingestion.models import IngestionRun
 from jobs.queue.models import Job, JobEvent, Worker
+from pipeline_project.db.connections import LISTENER_CHECK_SQL
 from tests.conftest import ALL_DATABASES_COMMITTED
 from tests.db_helpers import raw_connection
 from tests.e2e.conftest import runworker
@@ -111,9 +112,7 @@ def test_jobs_triggered_over_http_are_picked_on_notify_and_their_events_followed
     if route.bouncer:
         # Only the LISTEN connections go straight to the server; everything else through the pooler.
         assert set(outside_the_pool) == {WEB, WORKER}, outside_the_pool
-        assert all(query.startswith("LISTEN") for queries in outside_the_pool.values() for query in queries), (
-            outside_the_pool
-        )
+        assert all(listening(query) for queries in outside_the_pool.values() for query in queries), outside_the_pool
         assert {WEB, WORKER} <= clients
 
 
@@ -223,7 +222,7 @@ def sessions_outside_the_pool(bouncer) -> dict[str, list[str]]:
     pooled = bouncer.server_pids()  # read after: a server connection seen above is still there
     candidates = {pid: session for pid, session in first.items() if pid not in pooled}
     deadline = time.monotonic() + 5
-    while any(not query.startswith("LISTEN") for _, query in candidates.values()) and time.monotonic() < deadline:
+    while any(not listening(query) for _, query in candidates.values()) and time.monotonic() < deadline:
         time.sleep(0.25)
         still = sessions()
         candidates = {pid: session for pid, session in candidates.items() if pid in still}
@@ -231,6 +230,11 @@ def sessions_outside_the_pool(bouncer) -> dict[str, list[str]]:
     for name, query in candidates.values():
         outside.setdefault(name, []).append(query)
     return outside
+
+
+def listening(query: str) -> bool:
+    """A LISTEN connection's last statement: its LISTEN, or the check it runs every 2 s."""
+    return query.startswith("LISTEN") or query == LISTENER_CHECK_SQL
 
 
 def ms(seconds: list[float]) -> list[int]:

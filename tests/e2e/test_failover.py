@@ -2,29 +2,17 @@
 service given both hosts leaves the old primary on every pool connection and LISTEN connection,
 and loses nothing."""
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from tests.e2e.conftest import ROOT
+from tests.e2e.benches import bench_report
 
 pytestmark = pytest.mark.slow
 
 
-def chaos(tmp_path, *scenarios: str) -> dict[str, dict]:
-    report_file = tmp_path / "chaos.json"
-    command = [sys.executable, "bench/chaos.py", "--rate", "200", "--warmup-sec", "3", "--clean-sec", "3"]
-    command += ["--recovery-sec", "8", "--fault-sec", "4", "--json", str(report_file)]
-    command += [argument for scenario in scenarios for argument in ("--scenario", scenario)]
-    bench = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
-    assert bench.returncode == 0, bench.stdout + bench.stderr
-    return {report["scenario"]: report for report in json.loads(report_file.read_text())}
-
-
 def test_a_primary_fenced_read_only_under_the_service_is_left_for_the_promoted_standby(tmp_path):
-    report = chaos(tmp_path, "read-only")["read-only"]
+    [report] = bench_report(
+        "chaos.py", tmp_path, "--scenario", "read-only", "--clean-sec", "3", "--recovery-sec", "8", "--fault-sec", "4"
+    )
 
     assert report["fault"]["old primary in recovery"] is True  # it came back as the standby
     assert report["fault"]["told enqueued, missing"] == 0

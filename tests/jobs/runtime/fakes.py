@@ -34,9 +34,10 @@ class FakeListener:
     def fileno(self) -> int:
         return self._read
 
-    def execute(self, statement: str) -> None:
+    def execute(self, statement: str):
         if statement.startswith("LISTEN "):
             self.listening.append(statement.removeprefix("LISTEN "))
+        return SimpleNamespace(fetchone=lambda: (False,))  # the listener check: not in recovery
 
     def notify(self, channel: str, payload: str) -> None:
         """Another connection's NOTIFY arriving."""
