@@ -47,6 +47,9 @@ class Command(migrate.Command):
                 return self._migrate_retrying_lock_waits(*args, **options)
             finally:
                 self._session(application_name=None, lock_timeout_ms=None)
+                # Released now, not when the server gets round to ending the closed session's
+                # backend: whoever tries it next (a second migrate, a test) finds it free.
+                lock.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
 
     def _migrate_retrying_lock_waits(self, *args, **options):
         attempt = 1
