@@ -44,7 +44,7 @@ from chaos_report import Phases, WebProbe, print_report, scenario_report
 from common import PYTHON, ROOT, Background, manage, stop
 from fleet import DATABASES, scratch_server, web
 
-from tests.migration_helpers import HOT_TABLES, LOCK_LOG_INSTALL, LOCK_LOG_REMOVE, locks_taken
+from tests.migration_helpers import HOT_TABLES, LOCK_LOG_INSTALL, LOCK_LOG_REMOVE, locks_taken, service_tables
 
 STALL_SEC = 1.0
 SAMPLE_SEC = 0.01
@@ -144,11 +144,9 @@ class Release:
         self.env = {**env, "PYTHONPATH": ":".join(str(path) for path in (code, packages) if path)}
         self.logs.mkdir()
         self.workers: list[subprocess.Popen] = []
-        self.web_workers = 0
         self.stack = ExitStack()
 
     def start(self, *, workers: int, web_workers: int) -> int:
-        self.web_workers = web_workers
         for index in range(workers):
             log = (self.logs / f"worker-{index}.log").open("a")
             command = [PYTHON, "manage.py", "runworker", "--queue", f"{QUEUE}:{WORKER_SLOTS}"]
@@ -206,11 +204,7 @@ def long_reader(server: dict, seconds: float):
     waits behind it."""
     params = {**server, "dbname": DATABASES["default"]}
     conn = psycopg.connect(**params)
-    tables = conn.execute(
-        "SELECT string_agg(quote_ident(relname), ', ') FROM pg_class WHERE relkind = 'r' "
-        "AND relnamespace = 'public'::regnamespace AND relname NOT LIKE 'django%'"
-    ).fetchone()[0]
-    conn.execute(f"LOCK TABLE {tables} IN ACCESS SHARE MODE")
+    conn.execute(f"LOCK TABLE {service_tables(conn)} IN ACCESS SHARE MODE")
     done = threading.Event()
 
     def hold() -> None:
@@ -237,7 +231,7 @@ def long_reader(server: dict, seconds: float):
         conn.close()
 
 
-def roll_out(old: Release, new: Release, server: dict, probe: WebProbe, reader_sec: float) -> dict:
+def roll_out(args, old: Release, new: Release, server: dict, probe: WebProbe) -> dict:
     """The rollout phase: the new migrations (a long reader holding every table as they begin),
     the new fleet beside the old, the old stopped."""
     timings = {}
@@ -246,7 +240,7 @@ def roll_out(old: Release, new: Release, server: dict, probe: WebProbe, reader_s
     connections = [psycopg.connect(**{**server, "dbname": name}, autocommit=True) for name in DATABASES.values()]
     for conn in connections:
         conn.execute(LOCK_LOG_INSTALL)
-    with long_reader(server, reader_sec):
+    with long_reader(server, args.reader_sec):
         migrated = {alias: manage(env, "migrate", "--noinput", "--database", alias) for alias in DATABASES}
     for conn in connections:
         timings.setdefault("locks taken", []).extend(
@@ -261,8 +255,8 @@ def roll_out(old: Release, new: Release, server: dict, probe: WebProbe, reader_s
         for alias, text in migrated.items()
     }
     timings["lock waits given up"] = sum(text.count("gave up waiting") for text in migrated.values())
-    probe.port = new.start(workers=len(old.workers), web_workers=old.web_workers)
-    wait_for_workers(server, 2 * len(old.workers), new)
+    probe.port = new.start(workers=args.workers, web_workers=args.web_workers)
+    wait_for_workers(server, 2 * args.workers, new)
     timings["new fleet up s"] = round(time.monotonic() - started, 2)
     timings["old exit codes"] = old.stop()
     timings["rollout s"] = round(time.monotonic() - started, 2)
@@ -301,7 +295,7 @@ def run(args) -> dict:
                 phases.mark("clean", rig.logs)
                 time.sleep(args.clean_sec)
                 phases.mark("fault", rig.logs)
-                rollout = roll_out(old, new, server, probe, args.reader_sec)
+                rollout = roll_out(args, old, new, server, probe)
                 phases.mark("recovery", rig.logs)
                 time.sleep(args.recovery_sec)
                 phases.mark("end", rig.logs)

@@ -130,6 +130,15 @@ def maintenance_windows(migrations) -> dict[str, str]:
     }
 
 
+def service_tables(conn) -> str:
+    """Every table of the service, quoted and comma-separated for LOCK TABLE (Django's own and the
+    lock log aside)."""
+    return conn.execute(
+        "SELECT string_agg(quote_ident(relname), ', ') FROM pg_class WHERE relkind = 'r' "
+        "AND relnamespace = 'public'::regnamespace AND relname NOT LIKE 'django%' AND relname <> 'migration_lock_log'"
+    ).fetchone()[0]
+
+
 class WritersAndAReader:
     """The load a live migration meets, on one database: writers taking ROW EXCLUSIVE on every
     table of the service in turn (what their INSERTs and UPDATEs take), their longest wait
@@ -156,18 +165,12 @@ class WritersAndAReader:
         for thread in self._threads:
             thread.join(30)
 
-    def _tables(self, conn) -> str:
-        return conn.execute(
-            "SELECT string_agg(quote_ident(relname), ', ') FROM pg_class WHERE relkind = 'r' "
-            "AND relnamespace = 'public'::regnamespace AND relname NOT LIKE 'django%' AND relname <> 'migration_lock_log'"
-        ).fetchone()[0]
-
     def _write(self) -> None:
         with psycopg.connect(**self.params, autocommit=True) as conn:
             while not self._stop.is_set():
                 started = time.monotonic()
                 with conn.transaction():
-                    conn.execute(f"LOCK TABLE {self._tables(conn)} IN ROW EXCLUSIVE MODE")
+                    conn.execute(f"LOCK TABLE {service_tables(conn)} IN ROW EXCLUSIVE MODE")
                 self.longest_wait_sec = max(self.longest_wait_sec, time.monotonic() - started)
                 self.rounds += 1
                 time.sleep(0.005)
@@ -176,7 +179,7 @@ class WritersAndAReader:
         with psycopg.connect(**self.params, autocommit=True) as conn:
             while not self._stop.is_set():
                 with conn.transaction():
-                    conn.execute(f"LOCK TABLE {self._tables(conn)} IN ACCESS SHARE MODE")
+                    conn.execute(f"LOCK TABLE {service_tables(conn)} IN ACCESS SHARE MODE")
                     self._reader_holds.set()
                     self._stop.wait(self.reader_hold_sec)
                 self._stop.wait(1.0)
